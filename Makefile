@@ -1,0 +1,27 @@
+# Quick start: `make run` (set up, fetch the default model, run the main job) and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup run test test-slow clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+	touch $@
+
+setup: $(STAMP)
+
+run: setup
+	$(BIN)/samevm models fetch
+	$(BIN)/samevm chat "What is 2+2?"
+
+test: setup
+	$(BIN)/python -m pytest
+
+test-slow: setup
+	$(BIN)/python -m pytest -m slow
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,100 @@
+"""Backends implement the small set of ops the model files are written against.
+
+An `Ops` object owns device memory. Weights are handed over once, as raw GGUF tensors;
+what the backend keeps (dequantized tensors, quantized blocks on the GPU) is its own
+business. Per step the model calls, in order: `prepare`, `embed`, then per layer
+`rms_norm`, `linear` (fused QKV), `attention` (q/k norm, RoPE, KV-cache write, paged
+attention), `linear`, `rms_norm`, `linear` (gate+up with act="silu_mul"), `linear`,
+and finally `rms_norm`, `gather`, `linear` (logits) and `sample`.
+
+Shapes: x [T, hidden] for the T tokens of the step; qkv [T, (Hq + 2 Hkv) D].
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from runtime.gguf import GGUFTensor
+from runtime.sampling import SampleOutput, SamplingBatch
+
+
+@dataclass(slots=True)
+class ForwardBatch:
+    """Host-side description of one forward pass over mixed prefill and decode sequences."""
+    input_ids: np.ndarray       # [T] i32
+    positions: np.ndarray       # [T] i32
+    slot_mapping: np.ndarray    # [T] i32 cache slot (block * block_size + offset) of each token
+    query_starts: np.ndarray    # [B+1] i32 cumulative query lengths
+    context_lens: np.ndarray    # [B] i32 tokens in the cache for each sequence after this step
+    block_tables: np.ndarray    # [B, max_blocks] i32, padded with 0
+    logits_indices: np.ndarray  # [S] i32 rows of T whose next token is sampled
+    block_size: int
+
+    @property
+    def num_seqs(self) -> int:
+        return len(self.context_lens)
+
+    @property
+    def is_decode(self) -> bool:
+        return len(self.input_ids) == self.num_seqs
+
+
+@dataclass(slots=True)
+class AttentionParams:
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    scale: float
+    interleaved: bool           # rotation pairs adjacent (llama GGUF) or half a head apart (NeoX)
+    norm_eps: float
+    q_norm: Any = None          # per-head RMSNorm weights [D] (qwen3), else None
+    k_norm: Any = None
+
+
+class Ops(Protocol):
+    name: str
+
+    # weights, once at load
+    def linear_weight(self, parts: list[GGUFTensor]) -> Any: ...   # concatenated along out
+    def vector(self, parts: list[GGUFTensor]) -> Any: ...          # f32 1-D, concatenated
+    def embedding(self, table: GGUFTensor) -> Any: ...
+    def rope_cache(self, cos: np.ndarray, sin: np.ndarray) -> Any: ...
+    def kv_cache(self, n_layers: int, num_blocks: int, block_size: int,
+                 n_kv_heads: int, head_dim: int) -> Any: ...
+
+    # per step
+    def prepare(self, batch: ForwardBatch) -> Any: ...
+    def embed(self, table: Any, fb: Any) -> Any: ...
+    def rms_norm(self, x: Any, weight: Any, eps: float, residual: Any = None) -> tuple[Any, Any]: ...
+    def linear(self, x: Any, weight: Any, bias: Any = None, act: str | None = None) -> Any: ...
+    def attention(self, qkv: Any, kv: Any, layer: int, fb: Any, rope: Any,
+                  p: AttentionParams) -> Any: ...
+    def gather(self, x: Any, fb: Any) -> Any: ...
+    def sample(self, logits: Any, sb: SamplingBatch) -> SampleOutput: ...
+    def logits_to_host(self, logits: Any) -> np.ndarray: ...        # tests and parity checks only
+
+
+def create_backend(name: str, **kwargs) -> Ops:
+    """'cpu', 'cuda', or 'auto' (CUDA when CuPy sees a GPU, else CPU)."""
+    if name == "auto":
+        name = "cuda" if cuda_available() else "cpu"
+    if name == "cpu":
+        from runtime.backends.cpu import CPUOps
+        return CPUOps(**kwargs)
+    if name == "cuda":
+        from runtime.backends.cuda import CUDAOps  # noqa: F401  (added by the CUDA backend)
+        return CUDAOps(**kwargs)
+    raise ValueError(f"unknown backend {name!r} (cpu, cuda, auto)")
+
+
+def cuda_available() -> bool:
+    try:
+        import cupy
+    except ImportError:
+        return False
+    try:
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except cupy.cuda.runtime.CUDARuntimeError:  # no driver or no device
+        return False

@@ -1,0 +1,209 @@
+"""The ops in torch on the CPU: the reference every other backend is checked against,
+and the fallback on a machine without a GPU.
+
+Weights are dequantized once at load (gguf.quants) to `dtype` (float32 by default, the
+reference precision). The KV cache is one tensor [layers, 2, blocks * block_size, Hkv, D].
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from gguf import quants
+
+from runtime.backends import AttentionParams, ForwardBatch
+from runtime.gguf import GGUFTensor
+from runtime.sampling import SampleOutput, SamplingBatch
+
+
+def dequantize(t: GGUFTensor) -> np.ndarray:
+    """Raw GGUF blocks -> float32 array of the tensor's logical shape."""
+    return np.asarray(quants.dequantize(t.data, t.qtype), dtype=np.float32).reshape(t.shape)
+
+
+@dataclass(slots=True)
+class CPUBatch:
+    host: ForwardBatch
+    input_ids: torch.Tensor
+    positions: torch.Tensor
+    slots: torch.Tensor
+    logits_indices: torch.Tensor
+    seq_slots: list[torch.Tensor]        # per sequence: cache slots of positions 0..len-1
+    query_ranges: list[tuple[int, int]]
+
+
+@dataclass(slots=True)
+class RopeCache:
+    cos: torch.Tensor   # [max_pos, D/2]
+    sin: torch.Tensor
+
+
+class CPUOps:
+    name = "cpu"
+
+    def __init__(self, dtype: str = "float32", threads: int | None = None):
+        self.dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
+        if threads:
+            torch.set_num_threads(threads)
+        self._loaded: dict[tuple[str, ...], torch.Tensor] = {}
+
+    # ---- weights -------------------------------------------------------------------
+    def linear_weight(self, parts: list[GGUFTensor]) -> torch.Tensor:
+        key = tuple(p.name for p in parts)
+        if key not in self._loaded:
+            w = np.concatenate([dequantize(p) for p in parts], axis=0)  # [out, in]
+            self._loaded[key] = torch.from_numpy(w).to(self.dtype).contiguous()
+        return self._loaded[key]
+
+    def vector(self, parts: list[GGUFTensor]) -> torch.Tensor:
+        return torch.from_numpy(np.concatenate([dequantize(p).reshape(-1) for p in parts]))
+
+    def embedding(self, table: GGUFTensor) -> torch.Tensor:
+        return self.linear_weight([table])
+
+    def rope_cache(self, cos: np.ndarray, sin: np.ndarray) -> RopeCache:
+        return RopeCache(torch.from_numpy(cos), torch.from_numpy(sin))
+
+    def kv_cache(self, n_layers, num_blocks, block_size, n_kv_heads, head_dim) -> torch.Tensor:
+        return torch.zeros(n_layers, 2, num_blocks * block_size, n_kv_heads, head_dim, dtype=self.dtype)
+
+    # ---- per step ------------------------------------------------------------------
+    def prepare(self, b: ForwardBatch) -> CPUBatch:
+        block_size = b.block_size
+        seq_slots, ranges = [], []
+        for i in range(b.num_seqs):
+            n = int(b.context_lens[i])
+            pos = np.arange(n)
+            table = b.block_tables[i]
+            seq_slots.append(torch.from_numpy((table[pos // block_size] * block_size + pos % block_size)
+                                              .astype(np.int64)))
+            ranges.append((int(b.query_starts[i]), int(b.query_starts[i + 1])))
+        as_long = lambda a: torch.from_numpy(np.asarray(a, dtype=np.int64))  # noqa: E731
+        return CPUBatch(b, as_long(b.input_ids), as_long(b.positions), as_long(b.slot_mapping),
+                        as_long(b.logits_indices), seq_slots, ranges)
+
+    def embed(self, table: torch.Tensor, fb: CPUBatch) -> torch.Tensor:
+        return table[fb.input_ids]
+
+    def rms_norm(self, x, weight, eps, residual=None):
+        if residual is not None:
+            x = x + residual
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * weight
+        return h.to(x.dtype), x
+
+    def linear(self, x, weight, bias=None, act=None):
+        y = F.linear(x, weight)
+        if bias is not None:
+            y = (y.float() + bias).to(x.dtype)
+        if act == "silu_mul":
+            gate, up = y.chunk(2, dim=-1)
+            y = F.silu(gate) * up
+        else:
+            assert act is None, act
+        return y
+
+    def attention(self, qkv, kv, layer, fb: CPUBatch, rope: RopeCache, p: AttentionParams):
+        T, D = qkv.shape[0], p.head_dim
+        q, k, v = qkv.split([p.n_heads * D, p.n_kv_heads * D, p.n_kv_heads * D], dim=-1)
+        q = q.reshape(T, p.n_heads, D)
+        k = k.reshape(T, p.n_kv_heads, D)
+        v = v.reshape(T, p.n_kv_heads, D)
+        if p.q_norm is not None:
+            q, _ = self.rms_norm(q, p.q_norm, p.norm_eps)
+            k, _ = self.rms_norm(k, p.k_norm, p.norm_eps)
+        cos = rope.cos[fb.positions].unsqueeze(1)   # [T, 1, D/2]
+        sin = rope.sin[fb.positions].unsqueeze(1)
+        q, k = _rotate(q, cos, sin, p.interleaved), _rotate(k, cos, sin, p.interleaved)
+        k_cache, v_cache = kv[layer, 0], kv[layer, 1]
+        k_cache[fb.slots] = k.to(k_cache.dtype)
+        v_cache[fb.slots] = v.to(v_cache.dtype)
+        out = torch.empty(T, p.n_heads, D, dtype=q.dtype)
+        for slots, (qs, qe) in zip(fb.seq_slots, fb.query_ranges):
+            n_ctx, n_q = len(slots), qe - qs
+            keys = k_cache[slots].transpose(0, 1)        # [Hkv, L, D]
+            values = v_cache[slots].transpose(0, 1)
+            query = q[qs:qe].transpose(0, 1)             # [Hq, n_q, D]
+            mask = None
+            if n_q > 1:                                  # query j sits at position n_ctx - n_q + j
+                mask = torch.arange(n_ctx)[None, :] <= (torch.arange(n_q)[:, None] + n_ctx - n_q)
+            o = F.scaled_dot_product_attention(query, keys.to(q.dtype), values.to(q.dtype),
+                                               attn_mask=mask, scale=p.scale, enable_gqa=True)
+            out[qs:qe] = o.transpose(0, 1)
+        return out.reshape(T, p.n_heads * D)
+
+    def gather(self, x, fb: CPUBatch):
+        return x[fb.logits_indices]
+
+    def logits_to_host(self, logits):
+        return logits.float().numpy()
+
+    def sample(self, logits: torch.Tensor, sb: SamplingBatch) -> SampleOutput:
+        logits = logits.float()
+        raw = torch.log_softmax(logits, dim=-1)
+        entropy = -(raw.exp() * raw).nan_to_num().sum(-1)
+        if sb.masks is not None:
+            logits = logits.masked_fill(~_unpack_mask(sb.masks, logits.shape[1]), float("-inf"))
+        if sb.any_penalty:
+            logits = _apply_penalties(logits, sb)
+        greedy = torch.from_numpy(sb.temperature == 0)
+        ids = logits.argmax(-1)
+        if not sb.all_greedy:
+            ids = torch.where(greedy, ids, _sample_filtered(logits, sb))
+        top_ids = top_lp = None
+        if sb.num_top:
+            top_lp, top_ids = raw.topk(sb.num_top, dim=-1)
+            top_ids, top_lp = top_ids.numpy(), top_lp.numpy()
+        chosen = raw.gather(1, ids[:, None]).squeeze(1)
+        return SampleOutput(ids.numpy(), chosen.numpy(), entropy.numpy(), top_ids, top_lp)
+
+
+def _rotate(x, cos, sin, interleaved: bool):
+    """RoPE on [T, H, D]: pairs (2i, 2i+1) if interleaved, else (i, i + D/2)."""
+    xf = x.float()
+    if interleaved:
+        x1, x2 = xf[..., 0::2], xf[..., 1::2]
+        return torch.stack((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).flatten(-2).to(x.dtype)
+    x1, x2 = xf.chunk(2, dim=-1)
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).to(x.dtype)
+
+
+def _unpack_mask(words: np.ndarray, vocab: int) -> torch.Tensor:
+    """[S, W] int32 bitmask (bit j of word w = token 32w + j) -> [S, vocab] bool."""
+    bits = np.unpackbits(words.view(np.uint8), axis=1, bitorder="little")
+    return torch.from_numpy(bits[:, :vocab].astype(bool))
+
+
+def _apply_penalties(logits: torch.Tensor, sb: SamplingBatch) -> torch.Tensor:
+    if len(sb.seen_ids):
+        rows, ids = torch.from_numpy(sb.seen_rows).long(), torch.from_numpy(sb.seen_ids).long()
+        pen = torch.from_numpy(sb.repetition)[rows]
+        vals = logits[rows, ids]
+        logits[rows, ids] = torch.where(vals > 0, vals / pen, vals * pen)
+    if len(sb.out_ids):
+        rows, ids = torch.from_numpy(sb.out_rows).long(), torch.from_numpy(sb.out_ids).long()
+        counts = torch.from_numpy(sb.out_counts)
+        logits[rows, ids] -= (torch.from_numpy(sb.frequency)[rows] * counts
+                              + torch.from_numpy(sb.presence)[rows])
+    return logits
+
+
+def _sample_filtered(logits: torch.Tensor, sb: SamplingBatch) -> torch.Tensor:
+    """Temperature, top-k, top-p, min-p, then inverse-CDF with the batch's uniforms."""
+    temp = torch.from_numpy(np.where(sb.temperature > 0, sb.temperature, 1.0))[:, None]
+    probs = torch.softmax(logits / temp, dim=-1)
+    sorted_p, order = probs.sort(dim=-1, descending=True)
+    rank = torch.arange(probs.shape[1])[None, :]
+    top_k = torch.from_numpy(np.where(sb.top_k > 0, sb.top_k, probs.shape[1]))[:, None]
+    keep = rank < top_k
+    before = sorted_p.cumsum(-1) - sorted_p            # mass strictly ahead of each token
+    keep &= before < torch.from_numpy(sb.top_p)[:, None]
+    keep &= sorted_p >= torch.from_numpy(sb.min_p)[:, None] * sorted_p[:, :1]
+    keep[:, 0] = True
+    filtered = torch.zeros_like(probs).scatter(1, order, torch.where(keep, sorted_p, 0.0))
+    cdf = filtered.cumsum(-1)
+    target = torch.from_numpy(sb.uniforms)[:, None] * cdf[:, -1:]
+    ids = torch.searchsorted(cdf, target, right=True).squeeze(1)
+    return ids.clamp_(max=probs.shape[1] - 1)

@@ -1,0 +1,1 @@
+"""The engine: sequences, KV blocks, scheduler, model runner, LLMEngine."""

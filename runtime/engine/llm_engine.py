@@ -1,0 +1,215 @@
+"""The engine: add_request / step / abort, and generate() on top of them.
+
+Not thread-safe: one thread owns an engine and calls step() in a loop; the server talks
+to that thread through queues.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from runtime.backends import Ops, create_backend
+from runtime.config import EngineConfig
+from runtime.engine.block_manager import BlockManager
+from runtime.engine.model_runner import ModelRunner
+from runtime.engine.scheduler import Scheduler
+from runtime.engine.sequence import Sequence
+from runtime.gguf import load_gguf, quick_digest
+from runtime.models import build_model
+from runtime.sampling import SampleOutput, SamplingParams
+from runtime.tokenizer import Tokenizer
+
+log = logging.getLogger(__name__)
+MAX_DEFAULT_LEN = 32768
+
+
+class RequestError(ValueError):
+    """A request the engine cannot take (too long, bad token ids), with the reason."""
+
+
+@dataclass(slots=True)
+class StepOutput:
+    seq: Sequence
+    token_ids: list[int]       # tokens sampled this step
+    text: str                  # text released this step
+    finished: bool
+
+    @property
+    def request_id(self) -> str:
+        return self.seq.request_id
+
+
+@dataclass(slots=True)
+class Completion:
+    request_id: str
+    text: str
+    token_ids: list[int]
+    finish_reason: str
+    prompt_tokens: int
+    cached_tokens: int
+    awareness: dict
+    logprobs: list = field(default_factory=list)
+
+
+class Detokenizer:
+    """Incremental decoding: release text only once its bytes are complete, and hold back
+    a tail that could still become a stop string."""
+
+    def __init__(self, tokenizer: Tokenizer):
+        self.tok = tokenizer
+
+    def update(self, seq: Sequence) -> None:
+        ids = seq.output_ids
+        prefix = self.tok.decode(ids[seq.prefix_offset:seq.read_offset])
+        full = self.tok.decode(ids[seq.prefix_offset:])
+        if len(full) > len(prefix) and not full.endswith("\ufffd"):
+            seq.text += full[len(prefix):]
+            seq.prefix_offset, seq.read_offset = seq.read_offset, len(ids)
+
+    @staticmethod
+    def find_stop(seq: Sequence, checked_from: int) -> bool:
+        """Cut seq.text at the first stop string found; True if one was."""
+        longest = max(map(len, seq.params.stop))
+        start = max(0, checked_from - longest + 1)
+        hits = [i for i in (seq.text.find(s, start) for s in seq.params.stop) if i >= 0]
+        if hits:
+            seq.text = seq.text[:min(hits)]
+        return bool(hits)
+
+    @staticmethod
+    def release(seq: Sequence) -> str:
+        end = len(seq.text)
+        if seq.params.stop and not seq.is_finished:
+            end -= max(map(len, seq.params.stop)) - 1
+        if end <= seq.emitted:
+            return ""
+        out, seq.emitted = seq.text[seq.emitted:end], end
+        return out
+
+
+class LLMEngine:
+    def __init__(self, config: EngineConfig, ops: Ops | None = None):
+        self.config = config
+        t0 = time.monotonic()
+        gguf = load_gguf(config.model)
+        self.spec = gguf.spec
+        self.revision = config.revision or quick_digest(gguf.path)
+        self.ops = ops or create_backend(config.backend)
+        self.tokenizer = Tokenizer(gguf.path, config.tokenizer_cache)
+        self.block_size = config.block_size
+        spec = self.spec
+        kv_bytes_per_token = 2 * spec.n_layers * spec.n_kv_heads * spec.head_dim * self.kv_element_size()
+        num_blocks = config.num_kv_blocks or max(
+            1, config.kv_cache_mb * 2**20 // (kv_bytes_per_token * self.block_size))
+        limit = config.max_model_len or min(spec.context_length, MAX_DEFAULT_LEN)
+        self.max_model_len = min(limit, num_blocks * self.block_size)
+        self.model = build_model(gguf, self.ops, self.max_model_len)
+        kv = self.ops.kv_cache(spec.n_layers, num_blocks, self.block_size, spec.n_kv_heads, spec.head_dim)
+        self.blocks = BlockManager(num_blocks, self.block_size)
+        self.scheduler = Scheduler(self.blocks, config.max_num_seqs, config.max_num_batched_tokens)
+        self.runner = ModelRunner(self.model, self.ops, kv, self.block_size)
+        self.detok = Detokenizer(self.tokenizer)
+        self.eos_ids = set(spec.eos_ids) | ({self.tokenizer.hf.eos_token_id} - {None})
+        self.requests: dict[str, Sequence] = {}
+        self.load_seconds = time.monotonic() - t0
+        log.info("loaded %s (%s, %d layers) on %s in %.1f s; %d KV blocks of %d",
+                 gguf.path.name, spec.arch, spec.n_layers, self.ops.name, self.load_seconds,
+                 num_blocks, self.block_size)
+
+    def kv_element_size(self) -> int:
+        return 4 if getattr(self.ops, "dtype", None) is None else self.ops.dtype.itemsize
+
+    # ---- requests --------------------------------------------------------------------
+    def add_request(self, prompt: str | list[int], params: SamplingParams,
+                    request_id: str | None = None) -> Sequence:
+        ids = self.tokenizer.encode(prompt, add_special=True) if isinstance(prompt, str) else list(prompt)
+        if not ids:
+            raise RequestError("the prompt is empty")
+        if len(ids) >= self.max_model_len:
+            raise RequestError(f"the prompt has {len(ids)} tokens; this model's context is "
+                               f"{self.max_model_len} tokens and the reply needs at least one")
+        if min(ids) < 0 or max(ids) >= self.spec.vocab:
+            raise RequestError(f"token ids must be in [0, {self.spec.vocab})")
+        if request_id in self.requests:
+            raise RequestError(f"duplicate request id {request_id!r}")
+        seq = Sequence(ids, params, request_id)
+        self.requests[seq.request_id] = seq
+        self.scheduler.add(seq)
+        return seq
+
+    def abort(self, request_id: str) -> bool:
+        seq = self.requests.pop(request_id, None)
+        if seq is None:
+            return False
+        seq.finish_reason = "abort"
+        self.scheduler.finish(seq)
+        return True
+
+    def has_unfinished(self) -> bool:
+        return self.scheduler.has_work()
+
+    # ---- the step --------------------------------------------------------------------
+    def step(self) -> list[StepOutput]:
+        scheduled = self.scheduler.schedule()
+        if not scheduled:
+            return []
+        sampled, out = self.runner.run(scheduled)
+        for seq, n in scheduled:
+            seq.num_computed += n
+            self.blocks.register_computed(seq)
+        return [self._accept(seq, i, out) for i, seq in enumerate(sampled)]
+
+    def _accept(self, seq: Sequence, row: int, out: SampleOutput) -> StepOutput:
+        token = int(out.token_ids[row])
+        p = seq.params
+        seq.token_ids.append(token)
+        if seq.first_token_time is None:
+            seq.first_token_time = time.monotonic()
+        seq.awareness.add(float(out.logprobs[row]), float(out.entropy[row]))
+        if p.logprobs is not None:
+            top = [] if not p.logprobs else list(zip(out.top_ids[row, :p.logprobs].tolist(),
+                                                     out.top_logprobs[row, :p.logprobs].tolist()))
+            seq.logprobs.append((token, float(out.logprobs[row]), top))
+        if p.constraint is not None:
+            p.constraint.advance(token)
+        reason = None
+        if token in p.stop_token_ids or (token in self.eos_ids and not p.ignore_eos):
+            reason = "stop"
+        else:
+            checked = len(seq.text)
+            self.detok.update(seq)
+            if p.stop and self.detok.find_stop(seq, checked):
+                reason = "stop"
+            elif p.constraint is not None and p.constraint.is_terminated():
+                reason = "stop"
+            elif seq.num_output >= p.max_tokens or len(seq) >= self.max_model_len:
+                reason = "length"
+        if reason:
+            seq.finish_reason = reason
+            self.scheduler.finish(seq)
+            self.requests.pop(seq.request_id, None)
+        return StepOutput(seq, [token], self.detok.release(seq), seq.is_finished)
+
+    # ---- blocking convenience --------------------------------------------------------
+    def generate(self, prompts: list[str | list[int]], params: SamplingParams | list[SamplingParams]
+                 ) -> list[Completion]:
+        params = params if isinstance(params, list) else [params] * len(prompts)
+        seqs = [self.add_request(p, sp) for p, sp in zip(prompts, params)]
+        while any(not s.is_finished for s in seqs):
+            self.step()
+        return [self.completion(s) for s in seqs]
+
+    def completion(self, seq: Sequence) -> Completion:
+        return Completion(seq.request_id, seq.text, seq.output_ids, seq.finish_reason or "abort",
+                          seq.num_prompt_tokens, seq.num_cached_prompt, seq.awareness.summary(),
+                          seq.logprobs)
+
+    def stats(self) -> dict:
+        b = self.blocks
+        return {
+            "running": len(self.scheduler.running), "waiting": len(self.scheduler.waiting),
+            "kv_blocks_used": b.num_used, "kv_blocks_total": b.num_blocks,
+            "prefix_cache_hit_tokens": b.hits, "prefix_cache_lookup_tokens": b.lookups,
+            "preemptions": self.scheduler.num_preemptions,
+        }

@@ -1,0 +1,3 @@
+from samevm.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,33 @@
+"""One settings object for the whole stack, filled from SAMEVM_* environment variables
+and the CLI. Everything a run writes lives under `home` (SAMEVM_HOME, default ./.samevm)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from runtime.catalog import DEFAULT_MODEL
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SAMEVM_", extra="ignore")
+
+    home: Path = Path(".samevm")
+    model: str = DEFAULT_MODEL           # a known model name or a GGUF path
+    backend: str = "auto"
+    host: str = "127.0.0.1"
+    runtime_port: int = 8081
+    worker_port: int = 8082
+    api_key: str | None = None
+
+    @property
+    def tokenizer_cache(self) -> Path:
+        return self.home / "cache" / "tokenizers"
+
+    @property
+    def runtime_url(self) -> str:
+        return f"http://{self.host}:{self.runtime_port}"
+
+    @property
+    def worker_url(self) -> str:
+        return f"http://{self.host}:{self.worker_port}"
