@@ -85,6 +85,11 @@ class BlockManager:
             self.hits += seq.num_computed
             self.lookups += len(seq)
 
+    def allocate_uncached(self, seq: Sequence) -> None:
+        """Fresh blocks for all tokens, ignoring the prefix cache (for scoring whole prompts)."""
+        assert not seq.block_table and self.blocks_needed(len(seq)) <= self.num_free
+        seq.block_table = [self._take() for _ in range(self.blocks_needed(len(seq)))]
+
     def can_append(self, seq: Sequence) -> bool:
         return self.blocks_needed(len(seq)) - len(seq.block_table) <= self.num_free
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import logging
 import time
+
+import numpy as np
 from dataclasses import dataclass, field
 
 from runtime.backends import Ops, create_backend
@@ -199,6 +201,20 @@ class LLMEngine:
         while any(not s.is_finished for s in seqs):
             self.step()
         return [self.completion(s) for s in seqs]
+
+    def prompt_logits(self, ids: list[int]) -> np.ndarray:
+        """Logits [len(ids), vocab] at every position of one uncached prefill: for parity
+        checks against other implementations and for scoring. Call between steps."""
+        seq = Sequence(list(ids), SamplingParams(max_tokens=1))
+        if self.blocks.blocks_needed(len(seq)) > self.blocks.num_free or len(seq) > self.max_model_len:
+            raise RequestError(f"{len(seq)} tokens do not fit the free KV cache")
+        self.blocks.allocate_uncached(seq)
+        try:
+            batch, _ = self.runner.build_batch([(seq, len(seq))])
+            batch.logits_indices = np.arange(len(seq), dtype=np.int32)
+            return self.ops.logits_to_host(self.model.run(batch, self.runner.kv))
+        finally:
+            self.blocks.free_seq(seq)
 
     def completion(self, seq: Sequence) -> Completion:
         return Completion(seq.request_id, seq.text, seq.output_ids, seq.finish_reason or "abort",
