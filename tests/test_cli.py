@@ -1,0 +1,24 @@
+"""The samevm command line, in-process."""
+from __future__ import annotations
+
+from samevm.cli import main
+
+
+def test_models_lists_known_models(tmp_path, capsys):
+    assert main(["--home", str(tmp_path), "models"]) == 0
+    out = capsys.readouterr().out
+    assert "qwen2.5-coder-0.5b" in out and "smollm2-135m" in out and "not installed" in out
+
+
+def test_chat_answers_with_a_local_gguf(tmp_path, tiny_gguf, capsys):
+    rc = main(["--home", str(tmp_path), "chat", "What is 2+2?", "--model", tiny_gguf("qwen2"),
+               "--backend", "cpu", "--max-tokens", "6"])
+    captured = capsys.readouterr()
+    assert rc == 0
+    assert captured.out.strip()
+    assert "6 tokens" in captured.err or "finish stop" in captured.err
+
+
+def test_bad_model_name_is_a_clear_error(tmp_path, capsys):
+    assert main(["--home", str(tmp_path), "models", "path", "nope"]) == 2
+    assert "no model file or known model named 'nope'" in capsys.readouterr().err
