@@ -1,0 +1,38 @@
+"""Plain records passed between the retrieval stages."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    number: int | None        # 1-based PDF page; None for text without pages
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    source: str               # what the user called it: a path, a file name, or a given name
+    kind: str                 # "pdf" | "text"
+    pages: tuple[Page, ...]
+    content_hash: str         # sha256 of the raw bytes (or the text): the dedup key
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    text: str
+    page: int | None
+    index: int                # position of the chunk in its document
+    start: int                # character span in its page's text
+    end: int
+
+
+@dataclass(slots=True)
+class Hit:
+    chunk_id: str
+    doc_id: str
+    text: str
+    source: str
+    page: int | None
+    score: float                                     # the score the final order uses
+    scores: dict[str, float] = field(default_factory=dict)  # per stage: vector, bm25, fused, rerank

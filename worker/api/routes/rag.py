@@ -1,0 +1,139 @@
+"""RAG: ingest (text, uploaded files, or allowed local paths), documents, collections, search.
+
+POST /ingest takes JSON ({"texts": [...], "paths": [...]}) or a multipart form (files
+plus a `collection` field). All inputs are read and checked first; only when every one
+is usable does indexing start, and each document is written all-or-nothing.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from fastapi import APIRouter, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from pydantic import BaseModel, Field, ValidationError
+from starlette.datastructures import UploadFile
+
+from rag import sources
+from rag.types import Document
+from worker.deps import RagDep, SettingsDep
+from worker.errors import ServiceError
+
+router = APIRouter()
+
+
+class TextInput(BaseModel):
+    text: str = Field(min_length=1, max_length=10_000_000)
+    source: str = Field(min_length=1, max_length=1000, description="a name for the text; its identity")
+
+
+class IngestJson(BaseModel):
+    collection: str = "default"
+    texts: list[TextInput] = Field(default_factory=list, max_length=1000)
+    paths: list[str] = Field(default_factory=list, max_length=1000,
+                             description="files or folders under the worker's allowed roots")
+
+
+_INGEST_BODY = {"requestBody": {"required": True, "content": {
+    "application/json": {"schema": IngestJson.model_json_schema()},
+    "multipart/form-data": {"schema": {"type": "object", "required": ["files"], "properties": {
+        "files": {"type": "array", "items": {"type": "string", "format": "binary"}},
+        "collection": {"type": "string"}}}}}}}
+
+
+async def _read_form(request: Request, limit: int) -> tuple[str, list[tuple[str, bytes]]]:
+    form = await request.form(max_files=1000, max_fields=100)
+    files = []
+    for item in form.getlist("files") + form.getlist("file"):
+        if not isinstance(item, UploadFile):
+            raise ServiceError(400, "`files` must be file uploads")
+        data = await item.read(limit + 1)
+        if len(data) > limit:
+            raise ServiceError(413, f"{item.filename}: over the upload limit of {limit} bytes", "payload_too_large")
+        files.append((item.filename or "upload", data))
+    collection = form.get("collection") or "default"
+    if not isinstance(collection, str):
+        raise ServiceError(400, "`collection` must be a text field")
+    if not files:
+        raise ServiceError(400, "no files in the form (send them as `files`)")
+    return collection, files
+
+
+def _json_request(raw: bytes) -> IngestJson:
+    try:
+        body = IngestJson.model_validate_json(raw)
+    except ValidationError as e:
+        raise ServiceError(400, f"not a valid ingest request: {e.errors()[0]['msg']} at "
+                                f"{'.'.join(map(str, e.errors()[0]['loc'])) or 'the body'}") from e
+    if not body.texts and not body.paths:
+        raise ServiceError(400, "nothing to ingest: give texts, paths, or upload files")
+    return body
+
+
+def _json_documents(body: IngestJson, settings) -> list[Document]:
+    docs = [sources.from_text(t.text, t.source) for t in body.texts]
+    paths = sources.expand(body.paths, settings.allowed_roots) if body.paths else []
+    return docs + [sources.from_path(p, settings.max_upload_bytes) for p in paths]
+
+
+@router.post("/ingest", openapi_extra=_INGEST_BODY)
+async def ingest(request: Request, rag: RagDep, settings: SettingsDep) -> dict:
+    """Index documents; the same content again is a no-op, changed content replaces."""
+    if request.headers.get("content-type", "").startswith("multipart/form-data"):
+        collection, files = await _read_form(request, settings.max_upload_bytes)
+        read = lambda: [sources.from_bytes(data, name) for name, data in files]  # noqa: E731
+    else:
+        body = _json_request(await request.body())
+        collection, read = body.collection, lambda: _json_documents(body, settings)  # noqa: E731
+    docs = await run_in_threadpool(read)           # parse every input before writing any
+    results = await run_in_threadpool(lambda: [rag.ingest(doc, collection) for doc in docs])
+    return {"collection": collection, "documents": results}
+
+
+@router.get("/collections")
+def collections(rag: RagDep) -> dict:
+    """The collection names."""
+    return {"collections": rag.store.collections()}
+
+
+@router.delete("/collections/{name}")
+def drop_collection(name: str, rag: RagDep) -> dict:
+    """Delete a collection and everything in it."""
+    return {"collection": name, "deleted_chunks": rag.delete(name)}
+
+
+@router.get("/documents")
+def documents(rag: RagDep, collection: str = "default") -> dict:
+    """The documents in a collection, with their chunk and page counts."""
+    return {"collection": collection, "documents": rag.documents(collection)}
+
+
+@router.delete("/documents")
+def delete_document(rag: RagDep, collection: str = "default",
+                    doc_id: str | None = Query(None, max_length=64),
+                    source: str | None = Query(None, max_length=1000)) -> dict:
+    """Delete one document, named by doc_id or by source."""
+    if not doc_id and not source:
+        raise ServiceError(400, "say which document: doc_id or source")
+    n = rag.delete(collection, doc_id=doc_id, source=source)
+    if n == 0:
+        raise ServiceError(404, f"no document {doc_id or source!r} in {collection!r}", "not_found_error")
+    return {"collection": collection, "deleted_chunks": n}
+
+
+class SearchRequest(BaseModel):
+    query: str = Field(min_length=1, max_length=10_000)
+    collection: str = "default"
+    k: int = Field(5, ge=1, le=100)
+    mode: Literal["hybrid", "vector", "bm25"] = "hybrid"
+    rerank: str | None = Field(None, description="embedding | cross-encoder | llm | none; "
+                                                 "default: the worker's setting")
+
+
+@router.post("/search")
+def search(req: SearchRequest, rag: RagDep, settings: SettingsDep) -> dict:
+    """Hybrid (vector + BM25, fused) search, reranked; hits carry source, page and chunk id."""
+    rerank = settings.default_rerank if req.rerank is None else req.rerank
+    hits = rag.search(req.query, req.collection, req.k, req.mode, None if rerank == "none" else rerank)
+    return {"collection": req.collection, "mode": req.mode, "rerank": rerank,
+            "results": [{"chunk_id": h.chunk_id, "doc_id": h.doc_id, "source": h.source, "page": h.page,
+                         "text": h.text, "score": h.score, "scores": h.scores} for h in hits]}

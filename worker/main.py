@@ -1,0 +1,52 @@
+"""The worker's FastAPI app: `create_app(settings)` builds the services and mounts the routes.
+
+Run it with `samevm worker` (or `uvicorn --factory worker.main:create_app`, settings from
+the environment). With an API key set, every route but /health wants
+`Authorization: Bearer <key>`; a request whose Content-Length is over the upload limit
+is refused with 413 before its body is read.
+"""
+from __future__ import annotations
+
+import secrets
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+
+from rag.embedding import Embedder
+from worker import errors
+from worker.api.main import api_router
+from worker.services import Services
+from worker.settings import WorkerSettings
+
+OPEN_PATHS = {"/health"}
+
+
+def create_app(settings: WorkerSettings | None = None, embedder: Embedder | None = None) -> FastAPI:
+    settings = settings or WorkerSettings()
+    services = Services(settings, embedder)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI):
+        yield
+        services.close()
+
+    app = FastAPI(title="samevm worker", version="0.1.0", lifespan=lifespan,
+                  description="SQL, RAG over documents and PDFs, embeddings, rerank, speech.")
+    app.state.services = services
+    errors.install(app)
+
+    @app.middleware("http")
+    async def guard(request: Request, call_next):
+        if settings.api_key and request.url.path not in OPEN_PATHS:
+            given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+            if not secrets.compare_digest(given.encode(), settings.api_key.encode()):
+                return errors.error_response(401, "missing or wrong API key (Authorization: Bearer ...)",
+                                             "authentication_error")
+        length = request.headers.get("content-length", "")
+        if length.isdigit() and int(length) > settings.max_upload_bytes + (1 << 20):
+            return errors.error_response(413, f"the request body is {int(length)} bytes; the limit is "
+                                              f"{settings.max_upload_bytes}", "payload_too_large")
+        return await call_next(request)
+
+    app.include_router(api_router)
+    return app

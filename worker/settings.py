@@ -1,0 +1,61 @@
+"""The worker's one Settings object: SAMEVM_HOME for the data directory and SAMEVM_WORKER_*
+for the rest, or built by `samevm worker` from the CLI. Every path the worker writes is
+under `home`."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+LOOPBACK = {"127.0.0.1", "::1", "localhost"}
+
+
+class WorkerSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SAMEVM_WORKER_", extra="ignore", populate_by_name=True)
+
+    home: Path = Field(Path(".samevm"), validation_alias=AliasChoices("SAMEVM_HOME", "SAMEVM_WORKER_HOME"))
+    host: str = "127.0.0.1"
+    port: int = 8082
+    api_key: str | None = None             # required when host is not loopback
+
+    # SQL: named SQLite files under home/sql, plus any SQLAlchemy URLs by name.
+    databases: dict[str, str] = {}
+    sql_row_limit: int = 1000
+    sql_timeout_s: float = 10.0
+
+    # RAG
+    allowed_roots: list[Path] = []          # local paths that ingest may read
+    chroma_url: str | None = None           # a Chroma server instead of home/chroma
+    max_upload_bytes: int = 50 << 20
+    chunk_tokens: int = 200
+    chunk_overlap: int = 40
+    embedding_path: Path | None = None      # a sentence-transformers folder; default all-MiniLM-L6-v2
+    cross_encoder_path: Path | None = None
+    default_rerank: str = "embedding"
+    runtime_url: str | None = "http://127.0.0.1:8081"   # for the llm reranker
+    runtime_model: str = "default"
+    runtime_api_key: str | None = None
+
+    # Speech
+    tts_engine: str = "auto"                # auto (piper, else espeak-ng) | piper | espeak
+    tts_max_chars: int = 4096
+    max_audio_seconds: float = 600.0
+
+    @property
+    def sql_dir(self) -> Path:
+        return self.home / "sql"
+
+    @property
+    def chroma_dir(self) -> Path:
+        return self.home / "chroma"
+
+    @property
+    def models_dir(self) -> Path:
+        return self.home / "models"
+
+    def check_exposure(self) -> None:
+        """Off loopback the API must be behind a key."""
+        if self.host not in LOOPBACK and not self.api_key:
+            raise ValueError(f"binding the worker to {self.host} needs an API key "
+                             "(--api-key or SAMEVM_API_KEY); loopback needs none")

@@ -1,0 +1,142 @@
+"""Named SQL databases over SQLAlchemy, with bound parameters.
+
+A name is a SQLite file `<home>/sql/<name>.db` (created by the first exec), unless the
+settings map it to an SQLAlchemy URL (PostgreSQL and others). `query` runs on a read-only
+connection, so the database itself refuses writes: SQLite opens the file with
+`mode=ro`; PostgreSQL and MySQL start the transaction with SET TRANSACTION READ ONLY.
+Results are cut at a row limit; a statement running past the time limit is interrupted
+(SQLite: a progress handler; PostgreSQL: statement_timeout). On SQLite, ATTACH and VACUUM
+INTO are denied so a statement cannot write outside the data directory. Database errors
+come back as ServiceError(400) with the database's own message.
+"""
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+import math
+import re
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, event, text
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from worker.errors import ServiceError
+
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$")
+Params = dict[str, Any] | list[dict[str, Any]] | None
+
+
+def _deny_attach(action, *_):
+    return sqlite3.SQLITE_DENY if action in (sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH) else sqlite3.SQLITE_OK
+
+
+def jsonable(value: Any) -> Any:
+    """A database value as JSON can carry it: bytes as {"base64": ...}, inf/nan as strings."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"base64": base64.b64encode(bytes(value)).decode()}
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, (dt.date, dt.time, dt.datetime)):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    return value
+
+
+class SqlService:
+    def __init__(self, sql_dir: Path, urls: dict[str, str], row_limit: int, timeout_s: float):
+        self.sql_dir, self.urls = Path(sql_dir), dict(urls)
+        self.row_limit, self.timeout_s = row_limit, timeout_s
+        self._engines: dict[tuple[str, bool], Engine] = {}
+        self._lock = threading.Lock()
+
+    def databases(self) -> list[dict]:
+        files = sorted(p.stem for p in self.sql_dir.glob("*.db")) if self.sql_dir.is_dir() else []
+        return [{"name": n, "kind": "sqlite", "path": str(self.sql_dir / f"{n}.db")} for n in files] + \
+               [{"name": n, "kind": "url", "dialect": u.split(":", 1)[0]} for n, u in sorted(self.urls.items())]
+
+    def _engine(self, db: str, readonly: bool) -> Engine:
+        if db not in self.urls and not _NAME.match(db):
+            raise ServiceError(400, f"database name {db!r}: use up to 64 letters, digits, '_' or '-'")
+        with self._lock:
+            engine = self._engines.get((db, readonly))
+            if engine is None:
+                engine = self._engines[(db, readonly)] = self._create(db, readonly)
+            return engine
+
+    def _create(self, db: str, readonly: bool) -> Engine:
+        if db in self.urls:
+            return create_engine(self.urls[db], pool_pre_ping=True)
+        path = self.sql_dir / f"{db}.db"
+        if readonly:
+            if not path.is_file():
+                raise ServiceError(404, f"unknown database {db!r} (an exec creates it)", "not_found_error")
+            engine = create_engine(f"sqlite:///file:{path}?mode=ro&uri=true", connect_args={"timeout": 5})
+        else:
+            self.sql_dir.mkdir(parents=True, exist_ok=True)
+            engine = create_engine(f"sqlite:///{path}", connect_args={"timeout": 5})
+        event.listen(engine, "connect", lambda conn, _: conn.set_authorizer(_deny_attach))
+        return engine
+
+    def _run(self, conn: Connection, sql: str, params: Params, readonly: bool):
+        dialect = conn.dialect.name
+        if dialect == "postgresql":
+            conn.execute(text(f"SET LOCAL statement_timeout = {int(self.timeout_s * 1000)}"))
+        if readonly and dialect in ("postgresql", "mysql", "mariadb"):
+            conn.execute(text("SET TRANSACTION READ ONLY"))
+        deadline = time.monotonic() + self.timeout_s
+        raw = conn.connection.dbapi_connection if dialect == "sqlite" else None
+        if raw is not None:   # returning non-zero makes SQLite abort with "interrupted"
+            raw.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
+        try:
+            result = conn.execute(text(sql), params if params is not None else {})
+            out: dict[str, Any] = {"columns": [], "rows": [], "truncated": False}
+            if result.returns_rows:
+                rows = result.fetchmany(self.row_limit + 1)
+                out["columns"] = list(result.keys())
+                out["truncated"] = len(rows) > self.row_limit
+                out["rows"] = [[jsonable(v) for v in row] for row in rows[:self.row_limit]]
+            out["rowcount"] = result.rowcount if result.rowcount is not None and result.rowcount >= 0 else None
+            out["lastrowid"] = getattr(result, "lastrowid", None) if not readonly else None
+            return out
+        finally:
+            if raw is not None:
+                raw.set_progress_handler(None, 0)
+
+    def _call(self, db: str, sql: str, params: Params, readonly: bool) -> dict:
+        if not sql.strip():
+            raise ServiceError(400, "the SQL statement is empty")
+        if readonly and isinstance(params, list):
+            raise ServiceError(400, "query takes one parameter set (a list is for exec)")
+        engine = self._engine(db, readonly)
+        try:
+            with engine.begin() as conn:
+                return {"db": db, **self._run(conn, sql, params, readonly)}
+        except SQLAlchemyError as e:
+            orig = getattr(e, "orig", None)
+            message = str(orig) if orig is not None else str(e).split("\n")[0]
+            if "interrupted" in message:
+                message = f"interrupted: the statement ran past the {self.timeout_s:g} s limit"
+            raise ServiceError(400, f"{db}: {message}", "database_error") from e
+        except (OverflowError, ValueError, TypeError) as e:   # parameters sqlite cannot bind
+            raise ServiceError(400, f"{db}: bad parameter ({e})", "database_error") from e
+
+    def execute(self, db: str, sql: str, params: Params = None) -> dict:
+        return self._call(db, sql, params, readonly=False)
+
+    def query(self, db: str, sql: str, params: dict[str, Any] | None = None) -> dict:
+        return self._call(db, sql, params, readonly=True)
+
+    def close(self) -> None:
+        with self._lock:
+            for engine in self._engines.values():
+                engine.dispose()
+            self._engines.clear()
