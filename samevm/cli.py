@@ -9,7 +9,7 @@ import sys
 
 from samevm.settings import Settings
 
-COMMANDS = ["models", "chat"]
+COMMANDS = ["models", "chat", "serve"]
 
 
 def build_parser() -> argparse.ArgumentParser:

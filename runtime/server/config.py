@@ -1,0 +1,41 @@
+"""The server's one configuration object, built by `samevm serve` (or a test) and passed down."""
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+
+from runtime.config import EngineConfig
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(slots=True)
+class ServerConfig:
+    engine: EngineConfig               # the model to serve at start (engine.model: a GGUF path)
+    model_id: str                      # the name clients pass as `model`
+    home: Path                         # data directory; revisions live under home/runtime/
+    host: str = "127.0.0.1"
+    port: int = 8081
+    api_key: str | None = None
+    resume: bool = True                # serve the registry's active revision if it was reloaded
+
+    def __post_init__(self):
+        self.home = Path(self.home)
+        if not self.model_id:
+            raise ValueError("model_id must not be empty")
+        if not is_loopback(self.host) and not self.api_key:
+            raise ValueError(f"binding to {self.host} (off loopback) requires an API key (--api-key)")
+        if not 0 <= self.port <= 65535:
+            raise ValueError("port must be in [0, 65535]")
+
+    @property
+    def revisions_dir(self) -> Path:
+        return self.home / "runtime" / "revisions"

@@ -1,0 +1,130 @@
+"""Bringing weights into service: the first load at startup, hot reload, and rollback.
+
+A reload loads the new GGUF beside the live engine (in a worker thread; the live one keeps
+serving), checks it against the live one (same architecture family, same tokenizer and
+vocabulary, finite logits and a short greedy generation), and only then swaps it in between
+two engine steps. Refusals: 422 for a file that cannot be loaded, 409 for one that loads but
+does not match or fails the smoke test; the old revision keeps serving either way.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+
+import anyio
+import numpy as np
+
+from runtime.engine.llm_engine import LLMEngine
+from runtime.gguf import ModelLoadError, quick_digest
+from runtime.sampling import SamplingParams
+from runtime.server.bridge import EngineLoop
+from runtime.server.errors import APIError
+from runtime.server.state import ServerState
+
+log = logging.getLogger(__name__)
+SMOKE_PROMPT = "Hello"
+SMOKE_TOKENS = 4
+
+
+class Refused(Exception):
+    def __init__(self, status: int, reason: str):
+        super().__init__(reason)
+        self.status, self.reason = status, reason
+
+
+def load(state: ServerState, path: str, revision: str) -> LLMEngine:
+    cfg = dataclasses.replace(state.config.engine, model=str(path), revision=revision)
+    try:
+        engine = LLMEngine(cfg)
+    except (ModelLoadError, ValueError, OSError) as e:
+        raise Refused(422, f"cannot load {Path(path).name}: {e}") from e
+    state.grammar_factory(engine)           # builds the grammar tokenizer now, not on a request
+    return engine
+
+
+def check_against(new: LLMEngine, live: LLMEngine) -> None:
+    if new.spec.arch != live.spec.arch:
+        raise Refused(409, f"architecture {new.spec.arch!r} does not match the served {live.spec.arch!r}")
+    if new.tokenizer.fingerprint != live.tokenizer.fingerprint or new.spec.vocab != live.spec.vocab:
+        raise Refused(409, "its tokenizer differs from the served model's (fingerprint "
+                           f"{new.tokenizer.fingerprint} vs {live.tokenizer.fingerprint})")
+
+
+def smoke_test(engine: LLMEngine) -> None:
+    ids = engine.tokenizer.encode(SMOKE_PROMPT, add_special=True)
+    if not np.isfinite(engine.prompt_logits(ids)).all():
+        raise Refused(409, "smoke test failed: its logits are not finite")
+    out = engine.generate([ids], SamplingParams(max_tokens=SMOKE_TOKENS, temperature=0, ignore_eos=True))[0]
+    if len(out.token_ids) != SMOKE_TOKENS or engine.blocks.num_used:
+        raise Refused(409, f"smoke test failed: generated {len(out.token_ids)} of {SMOKE_TOKENS} tokens")
+
+
+def prepare(state: ServerState, path: str, revision: str, live: LLMEngine) -> LLMEngine:
+    """Load and check a candidate; blocking (run it in a worker thread)."""
+    engine = load(state, path, revision)
+    check_against(engine, live)
+    smoke_test(engine)
+    return engine
+
+
+def facts(engine: LLMEngine) -> dict:
+    return {"arch": engine.spec.arch, "tokenizer": engine.tokenizer.fingerprint,
+            "backend": engine.ops.name, "load_seconds": round(engine.load_seconds, 2)}
+
+
+def start(state: ServerState) -> None:
+    """The first load (blocking, in a thread): the registry's active revision if it was
+    reloaded before and its file exists, else the configured model."""
+    cfg, registry = state.config, state.registry
+    target = registry.resume_target() if cfg.resume else None
+    engine = None
+    if target and Path(target[0]).resolve() != Path(cfg.engine.model).resolve():
+        try:
+            engine = load(state, *target)
+            smoke_test(engine)
+            log.info("resumed revision %s from %s", target[1], target[0])
+        except Refused as e:
+            registry.refused(target[1], target[0], "start", e.reason)
+            log.warning("could not resume revision %s (%s); serving %s", target[1], e.reason, cfg.engine.model)
+            engine = None
+    try:
+        engine = engine or load(state, cfg.engine.model, cfg.engine.revision)
+    except Refused as e:
+        state.load_error = e.reason
+        log.error("model failed to load: %s", e.reason)
+        return
+    registry.activated(engine.revision, engine.config.model, "start", **facts(engine))
+    state.loop = EngineLoop(engine)
+
+
+async def swap_in(state: ServerState, path: str | None, revision: str | None, action: str) -> dict:
+    """Reload (action "reload") or roll back (action "rollback") to `path`; returns what
+    happened, or raises APIError with the reason and leaves the live revision serving."""
+    loop = state.ready()
+    if state.reload_lock.locked():
+        raise APIError(409, "a reload is already in progress", code="reload_in_progress")
+    async with state.reload_lock:
+        live = loop.live
+        if not Path(path).is_file():
+            state.registry.refused(revision, path, action, "no such file")
+            state.metrics.reloads.labels("refused").inc()
+            raise APIError(422, f"no such model file: {path}", param="path", code="model_not_found")
+        revision = revision or quick_digest(path)
+        if state.registry.conflicts(revision, path):
+            raise APIError(409, f"revision {revision!r} is already registered for another file",
+                           param="revision", code="revision_conflict")
+        try:
+            engine = await anyio.to_thread.run_sync(prepare, state, path, revision, live)
+        except Refused as e:
+            state.registry.refused(revision, path, action, e.reason)
+            state.metrics.reloads.labels("refused").inc()
+            raise APIError(e.status, f"{action} refused, still serving {live.revision}: {e.reason}",
+                           code=f"{action}_refused") from e
+        old = loop.swap(engine)
+        state.registry.activated(revision, path, action, **facts(engine))
+        state.metrics.reloads.labels("ok").inc()
+        draining = len(old.scheduler.running) + len(old.scheduler.waiting)
+        log.info("%s: %s -> %s (%d requests finish on the old one)", action, old.revision, revision, draining)
+        return {"revision": revision, "previous": old.revision, "draining_requests": draining,
+                "load_seconds": round(engine.load_seconds, 2)}

@@ -1,0 +1,48 @@
+"""samevm serve: the runtime's OpenAI-compatible HTTP server (runtime/server)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from runtime import catalog
+from runtime.config import EngineConfig
+from runtime.server.config import ServerConfig
+
+
+def register(sub) -> None:
+    p = sub.add_parser("serve", help="serve the model over an OpenAI-compatible HTTP API")
+    p.add_argument("--model", help="known model name or GGUF path (default: the settings' model)")
+    p.add_argument("--host", help="address to bind (default 127.0.0.1; off loopback needs --api-key)")
+    p.add_argument("--port", type=int, help="port (default: the settings' runtime_port, 8081)")
+    p.add_argument("--api-key", help="require `Authorization: Bearer KEY` (default $SAMEVM_API_KEY)")
+    p.add_argument("--backend", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--max-model-len", type=int, default=0, help="context length (0: the model's, capped)")
+    p.add_argument("--kv-cache-mb", type=int, default=1024)
+    p.add_argument("--max-num-seqs", type=int, default=32)
+    p.add_argument("--no-resume", action="store_true",
+                   help="serve --model even if a reload made another revision active")
+    p.set_defaults(func=run)
+
+
+def build_config(args, settings) -> ServerConfig:
+    name = args.model or settings.model
+    path = catalog.resolve(name, settings.home)
+    model_id = name if name in catalog.KNOWN_MODELS else Path(path).stem
+    engine = EngineConfig(model=str(path), backend=args.backend or settings.backend,
+                          max_model_len=args.max_model_len, kv_cache_mb=args.kv_cache_mb,
+                          max_num_seqs=args.max_num_seqs, tokenizer_cache=str(settings.tokenizer_cache))
+    return ServerConfig(engine=engine, model_id=model_id, home=settings.home,
+                        host=args.host or settings.host, port=args.port or settings.runtime_port,
+                        api_key=args.api_key or settings.api_key, resume=not args.no_resume)
+
+
+def run(args, settings) -> int:
+    import uvicorn
+
+    from runtime.server.app import create_app
+
+    config = build_config(args, settings)
+    print(f"samevm serve: {config.model_id} on http://{config.host}:{config.port}/v1 "
+          f"(health: /health answers 503 until the model has loaded)", flush=True)
+    uvicorn.run(create_app(config), host=config.host, port=config.port, log_level="info",
+                timeout_graceful_shutdown=5)
+    return 0

@@ -1,0 +1,115 @@
+"""llguidance constraints against a real tokenizer: whatever tokens a model picks among the
+allowed ones, the text is a valid call / a document of the schema."""
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import numpy as np
+import pytest
+
+from runtime.server import grammar
+from runtime.server.toolcalls import parse
+from runtime.server.tool_schemas import ToolSet
+from runtime.tokenizer import Tokenizer
+
+WEATHER = {"type": "object", "properties": {"city": {"enum": ["Paris", "Rome", "Oslo"]},
+                                            "days": {"type": "integer", "minimum": 1, "maximum": 7},
+                                            "metric": {"type": "boolean"}}, "required": ["city", "days"]}
+CLOCK = {"type": "object", "properties": {}}
+
+
+@pytest.fixture(scope="module")
+def factory(tiny_gguf, tokenizer_cache):
+    tok = Tokenizer(tiny_gguf("qwen2"), tokenizer_cache)
+    eos = {tok.hf.convert_tokens_to_ids("<|im_end|>")}
+    return tok, grammar.GrammarFactory(tok.hf, len(tok), eos)
+
+
+def allowed_ids(mask: np.ndarray, vocab: int) -> np.ndarray:
+    bits = np.unpackbits(mask.view(np.uint8), bitorder="little")[:vocab]
+    return np.nonzero(bits)[0]
+
+
+def walk(tok, constraint, rng, limit=400) -> str:
+    """Sample uniformly among the allowed tokens until the grammar ends: a worst-case model."""
+    ids = []
+    for _ in range(limit):
+        if constraint.is_terminated():
+            break
+        choices = allowed_ids(constraint.allowed(), len(tok))
+        assert len(choices), "the grammar left no token to pick"
+        token = int(rng.choice(choices))
+        constraint.advance(token)
+        ids.append(token)
+    assert constraint.is_terminated(), "the constrained output did not end"
+    return tok.decode(ids)
+
+
+def test_forced_calls_always_parse_and_validate(factory):
+    tok, f = factory
+    tools = ToolSet.from_request([{"type": "function", "function": {"name": "get_weather", "parameters": WEATHER}},
+                                  {"type": "function", "function": {"name": "clock", "parameters": CLOCK}}])
+    source = grammar.tool_calls_grammar(tools.schemas, parallel=True)
+    rng = np.random.default_rng(0)
+    seen = set()
+    for _ in range(25):
+        text = walk(tok, f.constraint(source), rng)
+        result = parse(text, tools.names, tools.validate)
+        assert result.errors == [] and result.content is None, text
+        assert 1 <= len(result.calls) <= grammar.MAX_PARALLEL_CALLS
+        seen |= {c.name for c in result.calls}
+        for c in result.calls:
+            if c.name == "clock":
+                assert json.loads(c.arguments) == {}      # no invented parameters
+    assert seen == {"get_weather", "clock"}
+
+
+def test_named_call_without_parallel_is_exactly_one_call(factory):
+    tok, f = factory
+    source = grammar.tool_calls_grammar({"get_weather": WEATHER}, parallel=False)
+    rng = np.random.default_rng(1)
+    for _ in range(10):
+        text = walk(tok, f.constraint(source), rng)
+        obj = json.loads(text)
+        assert obj["name"] == "get_weather"
+        jsonschema.validate(obj["arguments"], WEATHER)
+
+
+def test_response_schema_documents_validate(factory):
+    tok, f = factory
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"},
+                                               "tags": {"type": "array", "items": {"enum": ["a", "b"]},
+                                                        "maxItems": 3}},
+              "required": ["ok", "tags"], "additionalProperties": False}
+    rng = np.random.default_rng(2)
+    for _ in range(10):
+        jsonschema.validate(json.loads(walk(tok, f.constraint(grammar.json_schema_grammar(schema)), rng)), schema)
+
+
+def test_first_token_must_open_the_object(factory):
+    tok, f = factory
+    c = f.constraint(grammar.json_schema_grammar({"type": "object"}))
+    texts = {tok.token_text(int(i)) for i in allowed_ids(c.allowed(), len(tok))}
+    assert texts and all(t.startswith("{") for t in texts)
+
+
+def test_regex_and_lark(factory):
+    tok, f = factory
+    rng = np.random.default_rng(3)
+    assert walk(tok, f.constraint(grammar.regex_grammar(r"(yes|no)")), rng) in ("yes", "no")
+    lark = 'start: "The answer is " NUM "."\nNUM: /[0-9]{1,2}/'
+    text = walk(tok, f.constraint(grammar.lark_grammar(lark)), rng)
+    assert text.startswith("The answer is ") and text.endswith(".")
+
+
+@pytest.mark.parametrize("source", [
+    grammar.json_schema_grammar({"$ref": "#/definitions/missing"}),
+    grammar.json_schema_grammar({"type": "banana"}),
+    grammar.regex_grammar("(unclosed"),
+    grammar.lark_grammar("start: undefined_rule"),
+])
+def test_bad_grammars_are_errors_not_crashes(factory, source):
+    _, f = factory
+    with pytest.raises(grammar.GrammarError):
+        f.constraint(source)
