@@ -29,7 +29,7 @@ def make_client(tmp_path, embedder):
     clients = []
 
     def make(**overrides) -> TestClient:
-        settings = WorkerSettings(home=tmp_path / "home", runtime_url=None, **overrides)
+        settings = WorkerSettings(**{"home": tmp_path / "home", "runtime_url": None, **overrides})
         client = TestClient(create_app(settings, embedder=embedder))
         client.__enter__()
         clients.append(client)
@@ -76,3 +76,46 @@ TOPIC_PAGES = [
     "Honey bees communicate the direction of flowers with the waggle dance. The angle of the "
     "dance relative to vertical encodes the angle between the sun and the food source.",
 ]
+
+
+@pytest.fixture
+def llm_stub():
+    """A tiny OpenAI-compatible /v1/chat/completions on loopback that answers with logprobs:
+    P(yes) = 0.9 when the user message's document mentions "relevant", else 0.2 (split over
+    "yes" and " Yes" to check that variants are summed). Yields (base_url, requests seen)."""
+    import json
+    import math
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[dict] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append(body)
+            document = body["messages"][-1]["content"].split("Document:", 1)[1]
+            top = ([("Yes", 0.9), ("No", 0.1)] if "relevant" in document
+                   else [("No", 0.8), ("yes", 0.15), (" Yes", 0.05)])
+            first = {"token": top[0][0], "logprob": math.log(top[0][1]), "bytes": None,
+                     "top_logprobs": [{"token": t, "logprob": math.log(p), "bytes": None} for t, p in top]}
+            reply = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                     "choices": [{"index": 0, "finish_reason": "length",
+                                  "message": {"role": "assistant", "content": top[0][0]},
+                                  "logprobs": {"content": [first]}}]}
+            data = json.dumps(reply).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}", seen
+    server.shutdown()
+    server.server_close()
