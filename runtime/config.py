@@ -9,7 +9,7 @@ from pathlib import Path
 class EngineConfig:
     model: str                         # path to a GGUF file
     backend: str = "auto"              # cpu | cuda | auto
-    cpu_dtype: str = "float32"         # weights and activations on the CPU backend
+    cpu_dtype: str = "float32"         # CPU weights: float32 (reference), bfloat16, int8
     max_model_len: int = 0             # 0: the model's context, capped at 32768
     max_num_seqs: int = 32
     max_num_batched_tokens: int = 2048
@@ -23,7 +23,7 @@ class EngineConfig:
         checks = [
             (Path(self.model).suffix == ".gguf" or Path(self.model).is_file(), f"model must be a GGUF file: {self.model}"),
             (self.backend in ("cpu", "cuda", "auto"), f"backend must be cpu, cuda or auto, not {self.backend!r}"),
-            (self.cpu_dtype in ("float32", "bfloat16"), "cpu_dtype must be float32 or bfloat16"),
+            (self.cpu_dtype in ("float32", "bfloat16", "int8"), "cpu_dtype must be float32, bfloat16 or int8"),
             (self.max_model_len >= 0, "max_model_len must be >= 0"),
             (self.max_num_seqs >= 1, "max_num_seqs must be >= 1"),
             (self.max_num_batched_tokens >= 16, "max_num_batched_tokens must be >= 16"),

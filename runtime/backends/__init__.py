@@ -76,16 +76,16 @@ class Ops(Protocol):
     def logits_to_host(self, logits: Any) -> np.ndarray: ...        # tests and parity checks only
 
 
-def create_backend(name: str, **kwargs) -> Ops:
+def create_backend(name: str, cpu_dtype: str = "float32") -> Ops:
     """'cpu', 'cuda', or 'auto' (CUDA when CuPy sees a GPU, else CPU)."""
     if name == "auto":
         name = "cuda" if cuda_available() else "cpu"
     if name == "cpu":
         from runtime.backends.cpu import CPUOps
-        return CPUOps(**kwargs)
+        return CPUOps(dtype=cpu_dtype)
     if name == "cuda":
-        from runtime.backends.cuda import CUDAOps  # noqa: F401  (added by the CUDA backend)
-        return CUDAOps(**kwargs)
+        from runtime.backends.cuda import CUDAOps
+        return CUDAOps()
     raise ValueError(f"unknown backend {name!r} (cpu, cuda, auto)")
 
 

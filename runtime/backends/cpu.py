@@ -35,6 +35,30 @@ class CPUBatch:
 
 
 @dataclass(slots=True)
+class Int8Weight:
+    """Per-output-row symmetric int8 (w ~ q * scale) for the fast CPU mode: a quarter of the
+    bytes of float32, multiplied by torch's weight-only int8 kernel for decode, and expanded
+    to bf16 for a tensor-core-style GEMM when many rows come at once (prefill)."""
+    q: torch.Tensor       # [out, in] int8
+    scale: torch.Tensor   # [out] bf16
+
+    @classmethod
+    def quantize(cls, w: np.ndarray) -> Int8Weight:
+        w = torch.from_numpy(w)
+        scale = (w.abs().amax(dim=1) / 127.0).clamp_(min=1e-12)
+        return cls(torch.round(w / scale[:, None]).to(torch.int8).contiguous(), scale.to(torch.bfloat16))
+
+    def matmul(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[0] <= INT8_KERNEL_MAX_ROWS:
+            return torch.ops.aten._weight_int8pack_mm(x.to(torch.bfloat16), self.q, self.scale).to(x.dtype)
+        w = self.q.to(torch.bfloat16) * self.scale[:, None]
+        return F.linear(x.to(torch.bfloat16), w).to(x.dtype)
+
+
+INT8_KERNEL_MAX_ROWS = 16
+
+
+@dataclass(slots=True)
 class RopeCache:
     cos: torch.Tensor   # [max_pos, D/2]
     sin: torch.Tensor
@@ -44,13 +68,20 @@ class CPUOps:
     name = "cpu"
 
     def __init__(self, dtype: str = "float32", threads: int | None = None):
-        self.dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
+        """dtype: float32 (the reference), bfloat16, or int8 (int8 weights, float32 activations)."""
+        self.int8 = dtype == "int8"
+        self.dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "int8": torch.float32}[dtype]
         if threads:
             torch.set_num_threads(threads)
         self._loaded: dict[tuple[str, ...], torch.Tensor] = {}
 
     # ---- weights -------------------------------------------------------------------
-    def linear_weight(self, parts: list[GGUFTensor]) -> torch.Tensor:
+    def linear_weight(self, parts: list[GGUFTensor]) -> torch.Tensor | Int8Weight:
+        if self.int8:
+            return Int8Weight.quantize(np.concatenate([dequantize(p) for p in parts], axis=0))
+        return self._dense(parts)
+
+    def _dense(self, parts: list[GGUFTensor]) -> torch.Tensor:
         key = tuple(p.name for p in parts)
         if key not in self._loaded:
             w = np.concatenate([dequantize(p) for p in parts], axis=0)  # [out, in]
@@ -61,7 +92,7 @@ class CPUOps:
         return torch.from_numpy(np.concatenate([dequantize(p).reshape(-1) for p in parts]))
 
     def embedding(self, table: GGUFTensor) -> torch.Tensor:
-        return self.linear_weight([table])
+        return self._dense([table])
 
     def rope_cache(self, cos: np.ndarray, sin: np.ndarray) -> RopeCache:
         return RopeCache(torch.from_numpy(cos), torch.from_numpy(sin))
@@ -95,7 +126,7 @@ class CPUOps:
         return h.to(x.dtype), x
 
     def linear(self, x, weight, bias=None, act=None):
-        y = F.linear(x, weight)
+        y = weight.matmul(x) if isinstance(weight, Int8Weight) else F.linear(x, weight)
         if bias is not None:
             y = (y.float() + bias).to(x.dtype)
         if act == "silu_mul":

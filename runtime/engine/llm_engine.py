@@ -97,7 +97,7 @@ class LLMEngine:
         gguf = load_gguf(config.model)
         self.spec = gguf.spec
         self.revision = config.revision or quick_digest(gguf.path)
-        self.ops = ops or create_backend(config.backend)
+        self.ops = ops or create_backend(config.backend, config.cpu_dtype)
         self.tokenizer = Tokenizer(gguf.path, config.tokenizer_cache)
         self.block_size = config.block_size
         spec = self.spec
