@@ -9,6 +9,7 @@ import torch
 from gguf import GGMLQuantizationType as Q
 from transformers import AutoModelForCausalLM
 
+from runtime.backends.cpu import Int8Weight
 from runtime.config import EngineConfig
 from runtime.engine.llm_engine import LLMEngine
 from runtime.sampling import SamplingParams
@@ -45,3 +46,18 @@ def test_each_tensor_type_matches_transformers(tiny_gguf, tokenizer_cache, qtype
 
 def test_tied_embeddings_and_kquant_qwen3(tiny_gguf, tokenizer_cache):
     compare(tiny_gguf("qwen3", Q.Q4_K, KQUANT_SHAPE, tied=True, embed_qtype=Q.Q6_K), tokenizer_cache)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "bfloat16"])
+def test_fast_cpu_modes_stay_close_to_the_reference(tiny_gguf, tokenizer_cache, dtype):
+    path = tiny_gguf("qwen2", Q.Q8_0)
+    make = lambda d: LLMEngine(EngineConfig(model=path, backend="cpu", cpu_dtype=d, kv_cache_mb=16,  # noqa: E731
+                                            tokenizer_cache=tokenizer_cache))
+    ref, fast = make("float32"), make(dtype)
+    ids = ref.tokenizer.encode(ref.tokenizer.render_chat(PROMPT))
+    a, b = ref.prompt_logits(ids), fast.prompt_logits(ids)
+    head = fast.model.lm_head
+    assert isinstance(head, Int8Weight) if dtype == "int8" else head.dtype == torch.bfloat16
+    assert not np.array_equal(a, b)
+    assert np.corrcoef(a.ravel(), b.ravel())[0, 1] > 0.999
+    assert (a.argmax(-1) == b.argmax(-1)).mean() >= 0.9
