@@ -1,0 +1,72 @@
+"""What tool handlers get injected: HTTP access to the worker and the runtime on loopback.
+
+Transport and HTTP failures become ToolError with `retryable` set the way an agent should
+act on it: connection problems, timeouts, 429 and 5xx can be retried; other 4xx cannot.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import httpx
+
+
+class ToolError(Exception):
+    """A failure to report to the model as an observation."""
+
+    def __init__(self, message: str, retryable: bool = False):
+        super().__init__(message)
+        self.retryable = retryable
+
+
+@dataclass
+class ToolContext:
+    worker_url: str = "http://127.0.0.1:8082"
+    runtime_url: str = "http://127.0.0.1:8081"
+    api_key: str | None = None
+    timeout: float = 120.0
+    _client: httpx.Client | None = field(default=None, repr=False)
+
+    @property
+    def client(self) -> httpx.Client:
+        if self._client is None:
+            headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+            self._client = httpx.Client(timeout=self.timeout, headers=headers)
+        return self._client
+
+    def request(self, method: str, url: str, **kwargs) -> dict:
+        try:
+            r = self.client.request(method, url, **kwargs)
+        except httpx.TimeoutException as e:
+            raise ToolError(f"{url} timed out: {e}", retryable=True) from e
+        except httpx.TransportError as e:
+            raise ToolError(f"cannot reach {url}: {e}", retryable=True) from e
+        if r.status_code >= 400:
+            raise ToolError(f"{r.status_code} from {url}: {_message(r)}",
+                            retryable=r.status_code == 429 or r.status_code >= 500)
+        return r.json() if r.content else {}
+
+    def worker(self, method: str, path: str, **kwargs) -> dict:
+        return self.request(method, self.worker_url + path, **kwargs)
+
+    def runtime(self, method: str, path: str, **kwargs) -> dict:
+        return self.request(method, self.runtime_url + path, **kwargs)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+def _message(r: httpx.Response) -> str:
+    """The error text of an OpenAI-style or FastAPI-style error body, else the raw text."""
+    try:
+        body = r.json()
+    except ValueError:
+        return r.text[:500]
+    if isinstance(body, dict):
+        err = body.get("error") or body.get("detail")
+        if isinstance(err, dict):
+            return str(err.get("message") or err)
+        if err is not None:
+            return str(err)
+    return str(body)[:500]
