@@ -5,12 +5,15 @@ An index is built from a collection's chunk texts and kept until the collection 
 """
 from __future__ import annotations
 
+import logging
+
 import bm25s
 import numpy as np
 import Stemmer
 from bm25s.tokenization import Tokenizer
 
 _STEMMER = Stemmer.Stemmer("english")
+logging.getLogger("bm25s").setLevel(logging.WARNING)   # it sets DEBUG on itself and logs every index build
 
 
 def _tokenizer() -> Tokenizer:

@@ -139,6 +139,7 @@ class RagIndex:
         if mode not in MODES:
             raise InputError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
         reranker = self.rerankers.get(rerank) if rerank else None
+        self.store.collection(collection)          # NotFoundError before any model work
         n = max(k, self.candidates)
         hits: dict[str, Hit] = {}
         rankings = []

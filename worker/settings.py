@@ -59,3 +59,11 @@ class WorkerSettings(BaseSettings):
         if self.host not in LOOPBACK and not self.api_key:
             raise ValueError(f"binding the worker to {self.host} needs an API key "
                              "(--api-key or SAMEVM_API_KEY); loopback needs none")
+
+    @classmethod
+    def from_stack(cls, stack, **overrides) -> "WorkerSettings":
+        """Worker settings for the stack's settings (samevm.settings.Settings): its data
+        directory, worker port, API key and runtime; SAMEVM_WORKER_* fill the rest."""
+        values = {"home": stack.home, "host": stack.host, "port": stack.worker_port, "api_key": stack.api_key,
+                  "runtime_url": stack.runtime_url, "runtime_model": stack.model, "runtime_api_key": stack.api_key}
+        return cls(**{**values, **{k: v for k, v in overrides.items() if v is not None}})

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import io
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -24,6 +25,9 @@ from worker.errors import ServiceError
 
 VOICES = {"joe", "default", "alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx",
           "sage", "shimmer", "verse"}
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
 def piper_available() -> bool:
@@ -48,6 +52,7 @@ class Tts:
             raise ServiceError(400, f"unsupported voice {voice!r}; use one of {', '.join(sorted(VOICES))}")
         if fmt not in audio.FORMATS:
             raise ServiceError(400, f"unsupported response_format {fmt!r}; use one of {', '.join(audio.FORMATS)}")
+        text = _CONTROL.sub(" ", text)     # espeak's phonemizer refuses NUL and chokes on controls
         if not text.strip():
             raise ServiceError(400, "the input text is empty")
         if len(text) > self.max_chars:

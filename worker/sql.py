@@ -116,6 +116,8 @@ class SqlService:
             raise ServiceError(400, "the SQL statement is empty")
         if readonly and isinstance(params, list):
             raise ServiceError(400, "query takes one parameter set (a list is for exec)")
+        if params == []:
+            raise ServiceError(400, "params is an empty list: give one set per run, or none")
         engine = self._engine(db, readonly)
         try:
             with engine.begin() as conn:
