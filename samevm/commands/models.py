@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from runtime import catalog
+from worker import catalog as worker_catalog
 
 
 def register(sub) -> None:
@@ -13,12 +14,14 @@ def register(sub) -> None:
 
 def run(args, settings) -> int:
     name = args.name or settings.model
-    if args.action == "fetch":
+    if args.action == "fetch" and name in worker_catalog.MODELS:
+        print(worker_catalog.fetch(name, settings.home))
+    elif args.action == "fetch":
         print(catalog.fetch(name, settings.home))
     elif args.action == "path":
         print(catalog.resolve(name, settings.home, auto_fetch=False))
     else:
-        for row in catalog.listing(settings.home):
+        for row in catalog.listing(settings.home) + worker_catalog.listing(settings.home):
             mark = "*" if row["default"] else " "
             state = row["path"] if row["installed"] else "not installed"
             print(f"{mark} {row['name']:<22} {row['description']}\n    {state}")
