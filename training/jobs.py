@@ -24,6 +24,8 @@ from pathlib import Path
 from training.dataset import PreferencePair, dataset_hash, to_jsonl
 from training.files import append_jsonl, read_json, read_jsonl, write_json
 from training.pipeline import OrpoJob
+from training.promote import PromotionError, promote
+from training.revisions import RevisionStore
 from training.runner import API_KEY_ENV
 
 TERMINAL = ("succeeded", "failed", "cancelled")
@@ -134,6 +136,32 @@ class JobManager:
             if was_running and proc is not None:
                 _stop(proc)
             self._start_next()
+        return self.get(job_id)
+
+    def promote(self, job_id: str, runtime_url: str) -> dict:
+        """Load a succeeded job's revision into the runtime (again, after a rollback, say) and
+        record what it now serves; PromotionError (the runtime's reason) leaves it serving
+        what it served."""
+        job = self._load(job_id)
+        if job["state"] != "succeeded":
+            raise JobRefused(f"job {job_id} is {job['state']}; only a succeeded job has a revision to promote")
+        result = job["result"]
+        self._event(job_id, "stage", stage="promoting", runtime_url=runtime_url)
+        try:                                  # minutes for a large model: not under the lock
+            served = promote(runtime_url, result["path"], result["revision"], self.runtime_api_key)
+        except PromotionError as e:
+            self._update_result(job_id, {"promotion_error": str(e)})
+            self._event(job_id, "stage", stage="promotion_refused", error=str(e))
+            raise
+        RevisionStore(self.revisions_dir).mark_served(served["served_revision"], served["previous_revision"])
+        self._event(job_id, "stage", stage="promoted", **served)
+        return {**self._update_result(job_id, {**served, "promotion_error": None}), "promotion": served}
+
+    def _update_result(self, job_id: str, changes: dict) -> dict:
+        with self._lock:
+            job = self._load(job_id)
+            job["result"] = {**(job["result"] or {}), **changes}
+            self._save(job)
         return self.get(job_id)
 
     # ---- the one running job ----------------------------------------------------------

@@ -24,6 +24,7 @@ from training.dataset import DatasetError, from_records, load_jsonl, parse_jsonl
 from training.jobs import TERMINAL, JobManager, JobNotFound, JobRefused
 from training.params import OrpoParams
 from training.pipeline import OrpoJob
+from training.promote import PromotionError
 from training.revisions import RevisionStore
 from worker.deps import SettingsDep
 from worker.errors import ServiceError, error_response
@@ -148,6 +149,22 @@ async def job_events(job_id: JobId, jobs: JobsDep, last_event_id: Annotated[str 
             yield ServerSentEvent(comment="keep-alive")
             idle = 0.0
         await asyncio.sleep(POLL_S)
+
+
+@router.post("/{job_id}/promote")
+def promote_job(job_id: JobId, jobs: JobsDep, settings: SettingsDep) -> dict:
+    """Load a succeeded job's revision into the runtime (/admin/reload); 409 with the runtime's
+    reason if it refuses, and the old revision keeps serving."""
+    if not settings.runtime_url:
+        raise ServiceError(400, "this worker has no runtime URL configured", "no_runtime")
+    try:
+        return jobs.promote(job_id, settings.runtime_url)
+    except JobRefused as e:
+        raise ServiceError(409, str(e), "job_not_succeeded") from e
+    except PromotionError as e:
+        if e.status is None:              # no answer from the runtime at all
+            raise ServiceError(503, str(e), "runtime_unreachable") from e
+        raise ServiceError(409, str(e), "promotion_refused") from e
 
 
 @router.delete("/{job_id}")
