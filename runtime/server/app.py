@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from typing import Callable
 
 from fastapi import Depends, FastAPI
+from fastapi.openapi.utils import get_openapi
 
 from runtime.server import errors, loading
 from runtime.server.config import ServerConfig
@@ -83,4 +84,18 @@ def create_app(config: ServerConfig, start: Callable[[ServerState], None] = load
     app.include_router(service.router, dependencies=guarded)
     app.include_router(admin.router, dependencies=guarded + [Depends(require_admin)])
     app.add_middleware(ServedHeaders, state=state)
+    app.openapi = lambda: served_model_schema(app, config.model_id)
     return app
+
+
+def served_model_schema(app: FastAPI, model_id: str) -> dict:
+    """The OpenAPI schema, saying which `model` this server answers to (others get 404)."""
+    if app.openapi_schema is None:
+        schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        for component in schema.get("components", {}).get("schemas", {}).values():
+            model = component.get("properties", {}).get("model")
+            if model is not None:
+                model.clear()
+                model.update({"type": "string", "enum": [model_id], "title": "Model"})
+        app.openapi_schema = schema
+    return app.openapi_schema

@@ -94,7 +94,7 @@ async def create(state: ServerState, req: ChatCompletionRequest, request: Reques
             "system_fingerprint": gen.revision}
     if req.stream:
         include_usage = bool(req.stream_options and req.stream_options.include_usage)
-        chunks = stream(state, loop, gen, p, out, base, request, arrival, include_usage)
+        chunks = stream(state, loop, gen, p, out, base, arrival, include_usage)
         return EventStream(chunks, on_close=lambda: gen.finished or loop.abort(gen), headers=headers(gen))
     logprobs, stamps, last = [], [], None
     async for delta in follow(loop, gen, request):
@@ -120,7 +120,7 @@ def finish(state: ServerState, last: Delta, stamps: list[float], arrival: float,
 
 
 async def stream(state: ServerState, loop: EngineLoop, gen: Generation, p: ChatPlan, out: Output,
-                 base: dict, request: Request, arrival: float, include_usage: bool) -> AsyncIterator[str]:
+                 base: dict, arrival: float, include_usage: bool) -> AsyncIterator[str]:
     def chunk(delta: dict, finish_reason=None, logprobs=None, **extra) -> str:
         choice = {"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish_reason}
         return sse({**base, "object": "chat.completion.chunk", "choices": [choice], **extra})
@@ -129,7 +129,7 @@ async def stream(state: ServerState, loop: EngineLoop, gen: Generation, p: ChatP
     yield chunk({"role": "assistant", "content": ""})
     stamps, last = [], None
     try:
-        async for delta in follow(loop, gen, request):
+        async for delta in follow(loop, gen, None):
             stamps.append(delta.time)
             last = delta
             lp = {"content": chat_logprobs(engine, delta.logprobs)} if p.logprobs and delta.logprobs else None

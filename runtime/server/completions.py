@@ -72,7 +72,7 @@ async def create(state: ServerState, req: CompletionRequest, request: Request):
     lp = TextLogprobs(engine) if req.logprobs is not None else None
     if req.stream:
         include_usage = bool(req.stream_options and req.stream_options.include_usage)
-        chunks = stream(state, loop, gen, base, lp, request, arrival, include_usage)
+        chunks = stream(state, loop, gen, base, lp, arrival, include_usage)
         return EventStream(chunks, on_close=lambda: gen.finished or loop.abort(gen), headers=headers(gen))
     text, entries, stamps, last = "", [], [], None
     async for delta in follow(loop, gen, request):
@@ -90,10 +90,10 @@ async def create(state: ServerState, req: CompletionRequest, request: Request):
 
 
 async def stream(state: ServerState, loop: EngineLoop, gen: Generation, base: dict, lp: TextLogprobs | None,
-                 request: Request, arrival: float, include_usage: bool):
+                 arrival: float, include_usage: bool):
     stamps, last = [], None
     try:
-        async for delta in follow(loop, gen, request):
+        async for delta in follow(loop, gen, None):
             stamps.append(delta.time)
             last = delta
             choice = {"index": 0, "text": delta.text, "logprobs": lp.convert(delta.logprobs) if lp else None,

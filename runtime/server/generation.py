@@ -83,17 +83,23 @@ def encode(engine: LLMEngine, text: str, add_special: bool, param: str) -> list[
     return engine.tokenizer.encode(text, add_special=add_special)
 
 
-async def follow(loop: EngineLoop, gen: Generation, request: Request) -> AsyncIterator[Delta]:
-    """The generation's deltas until it finishes. If the client disconnects (noticed by
-    polling, for responses not yet streaming) or the caller stops early, the sequence is
-    aborted and its KV blocks freed."""
+async def follow(loop: EngineLoop, gen: Generation, request: Request | None) -> AsyncIterator[Delta]:
+    """The generation's deltas until it finishes. The sequence is aborted (its KV blocks
+    freed) if the caller stops early, or, given `request`, once the client has gone: a
+    non-streaming response notices that only by asking, every DISCONNECT_POLL_S (streams
+    are cancelled by Starlette and need no request)."""
+    checked = time.monotonic()
     try:
         while True:
             try:
                 delta = await asyncio.wait_for(gen.next(), DISCONNECT_POLL_S)
             except asyncio.TimeoutError:
+                delta = None
+            if request is not None and time.monotonic() - checked >= DISCONNECT_POLL_S:
+                checked = time.monotonic()
                 if await request.is_disconnected():
                     return
+            if delta is None:
                 continue
             if delta.error is not None:
                 raise APIError(400, delta.error, code="invalid_request")

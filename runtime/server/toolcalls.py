@@ -6,7 +6,8 @@ A call is a JSON object {"name": ..., "arguments": {...}} (also "parameters", or
 starting a line. A span becomes calls only if every object in it names one of the request's
 tools and its arguments validate against that tool's schema; otherwise the span's text
 stays content and the reason goes to `errors`. A span cut off before its JSON closes is
-never a call.
+never a call. A call repeating an earlier one of the same output exactly is dropped (small
+models loop on a call), as are calls after the first when parallel calls are off.
 
 `ToolCallStream.feed(delta)` returns the events that are settled so far; `finish()` the
 rest. `parse(text)` is the same machine fed once, so streamed and non-streamed results are
@@ -235,9 +236,11 @@ class ToolCallStream:
         for call in calls:
             if self.calls and not self.parallel:
                 self.errors.append(f"parallel_tool_calls is false: dropped a second call to {call.name!r}")
-                continue
-            self.calls.append(call)
-            out.append(Event(call=call))
+            elif any((c.name, c.arguments) == (call.name, call.arguments) for c in self.calls):
+                self.errors.append(f"dropped a repeated identical call to {call.name!r}")
+            else:
+                self.calls.append(call)
+                out.append(Event(call=call))
 
     def _calls_in(self, payload: str) -> tuple[list[ToolCall] | None, list[str]]:
         if not payload.strip():

@@ -121,9 +121,15 @@ def test_a_mid_line_brace_is_not_a_call():
 
 
 def test_call_ids_are_unique():
-    result = run('\n'.join(['{"name": "now", "arguments": {}}'] * 5))
+    result = run('\n'.join(f'{{"name": "search", "arguments": {{"query": "q{i}"}}}}' for i in range(5)))
     ids = [c.id for c in result.calls]
     assert len(set(ids)) == 5 and all(i.startswith("call_") and len(i) > 20 for i in ids)
+
+
+def test_a_repeated_identical_call_is_dropped():
+    result = run('\n'.join(['{"name": "get_weather", "arguments": {"city": "Paris"}}'] * 3))
+    assert calls(result) == [PARIS]
+    assert result.errors == ["dropped a repeated identical call to 'get_weather'"] * 2
 
 
 def test_held_back_until_settled():

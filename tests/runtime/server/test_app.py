@@ -1,0 +1,95 @@
+"""The app in-process: /health while the model loads (held open by the test), a model that
+fails to load, the API key, and /admin's loopback rule."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from fastapi.testclient import TestClient
+
+from runtime.config import EngineConfig
+from runtime.server import loading
+from runtime.server.app import create_app
+from runtime.server.config import ServerConfig
+
+ASK = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+
+
+def config(model: str, home, **kw) -> ServerConfig:
+    engine = EngineConfig(model=model, backend="cpu", kv_cache_mb=16, tokenizer_cache=str(home / "tok"))
+    return ServerConfig(engine=engine, model_id="tiny", home=home, **kw)
+
+
+def wait_healthy(client: TestClient) -> None:
+    deadline = time.monotonic() + 120
+    while client.get("/health").status_code != 200:
+        assert time.monotonic() < deadline, client.get("/health").json()
+        time.sleep(0.05)
+
+
+def test_health_is_503_until_the_model_serves(tiny_gguf, tmp_path):
+    release = threading.Event()
+
+    def held_start(state):
+        release.wait(60)
+        loading.start(state)
+
+    with TestClient(create_app(config(tiny_gguf("qwen2"), tmp_path), start=held_start)) as client:
+        r = client.get("/health")
+        assert r.status_code == 503 and r.json()["error"]["code"] == "model_loading"
+        assert set(r.json()["error"]) == {"message", "type", "param", "code"}
+        assert client.post("/v1/chat/completions", json=ASK).status_code == 503
+        assert client.get("/v1/models").status_code == 503
+        assert client.get("/metrics").status_code == 200
+        release.set()
+        wait_healthy(client)
+        assert client.get("/health").json() == {"status": "ok"}
+        r = client.post("/v1/chat/completions", json=ASK)
+        assert r.status_code == 200 and r.headers["x-samevm-backend"] == "cpu"
+
+
+def test_a_model_that_fails_to_load_says_why(tmp_path):
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"GGUF" + b"\0" * 64)
+    with TestClient(create_app(config(str(bad), tmp_path))) as client:
+        deadline = time.monotonic() + 60
+        while client.get("/health").json()["error"]["code"] == "model_loading":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        r = client.get("/health")
+        assert r.status_code == 503 and r.json()["error"]["code"] == "model_load_failed"
+        assert "broken.gguf" in r.json()["error"]["message"]
+
+
+def test_admin_is_loopback_only_without_a_key(tiny_gguf, tmp_path):
+    app = create_app(config(tiny_gguf("qwen2"), tmp_path))
+    with TestClient(app, client=("192.0.2.7", 5000)) as remote:
+        wait_healthy(remote)
+        r = remote.get("/admin/revisions")
+        assert r.status_code == 403 and r.json()["error"]["code"] == "admin_loopback_only"
+        assert remote.post("/admin/reload", json={"path": "x.gguf"}).status_code == 403
+        assert remote.post("/v1/chat/completions", json=ASK).status_code == 200
+    with TestClient(app, client=("127.0.0.1", 5000)) as local:
+        wait_healthy(local)
+        assert local.get("/admin/revisions").status_code == 200
+
+
+def test_an_api_key_guards_everything_but_health_and_metrics(tiny_gguf, tmp_path):
+    app = create_app(config(tiny_gguf("qwen2"), tmp_path, host="0.0.0.0", api_key="s3cret"))
+    with TestClient(app, client=("192.0.2.7", 5000)) as client:
+        wait_healthy(client)
+        assert client.get("/metrics").status_code == 200
+        for method, path, body in (("post", "/v1/chat/completions", ASK), ("get", "/v1/models", None),
+                                   ("post", "/tokenize", {"prompt": "x"}), ("get", "/admin/revisions", None)):
+            r = client.request(method, path, json=body)
+            assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key"
+            r = client.request(method, path, json=body, headers={"authorization": "Bearer wrong"})
+            assert r.status_code == 401
+            r = client.request(method, path, json=body, headers={"authorization": "Bearer s3cret"})
+            assert r.status_code == 200, (path, r.text)
+
+
+def test_off_loopback_without_a_key_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="API key"):
+        config("m.gguf", tmp_path, host="0.0.0.0")
