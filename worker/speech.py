@@ -115,3 +115,11 @@ class Stt:
                                         for w in s.words]} if words and s.words else {})}
                          for s in segments],
         }
+
+
+def word_error_rate(references: list[str], hypotheses: list[str]) -> float:
+    """Corpus WER after lower-casing and dropping punctuation (jiwer), for round-trip checks."""
+    import jiwer
+    norm = jiwer.Compose([jiwer.ToLowerCase(), jiwer.RemovePunctuation(), jiwer.RemoveMultipleSpaces(),
+                          jiwer.Strip(), jiwer.ReduceToListOfListOfWords()])
+    return jiwer.wer(references, hypotheses, reference_transform=norm, hypothesis_transform=norm)

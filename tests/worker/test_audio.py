@@ -5,23 +5,20 @@ from __future__ import annotations
 import io
 import shutil
 
-import jiwer
 import numpy as np
 import pytest
 import soundfile as sf
 from scipy.signal import resample_poly
 
-from worker.speech import piper_available
+from worker.speech import piper_available, word_error_rate
 
 pytestmark = pytest.mark.skipif(not piper_available(), reason="the speech extra is not installed")
 
 SENTENCE = "The library opens early and closes after the evening lecture."
-_NORMALISE = jiwer.Compose([jiwer.ToLowerCase(), jiwer.RemovePunctuation(), jiwer.RemoveMultipleSpaces(),
-                            jiwer.Strip(), jiwer.ReduceToListOfListOfWords()])
 
 
 def wer(reference: str, hypothesis: str) -> float:
-    return jiwer.wer(reference, hypothesis, reference_transform=_NORMALISE, hypothesis_transform=_NORMALISE)
+    return word_error_rate([reference], [hypothesis])
 
 
 def transcribe(client, data: bytes, name: str, **form):
