@@ -135,7 +135,8 @@ def plan(state: ServerState, engine: LLMEngine, req: ChatCompletionRequest) -> C
     ids = encode(engine, text, add_special=False, param="messages")
     requested = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
     limit = max_new_tokens(requested, len(ids), engine,
-                           "max_completion_tokens" if req.max_completion_tokens is not None else "max_tokens")
+                           "max_completion_tokens" if req.max_completion_tokens is not None else "max_tokens",
+                           "messages")
     constraint = constraint_for(state, engine, source, param)
     logprobs = (req.top_logprobs or 0) if req.logprobs else None
     params = sampling_params(req, limit, logprobs, constraint)

@@ -51,7 +51,7 @@ class TextLogprobs:
 
 def plan(state: ServerState, engine: LLMEngine, req: CompletionRequest):
     ids = prompt_ids(engine, req.prompt)
-    limit = max_new_tokens(req.max_tokens, len(ids), engine, "max_tokens")
+    limit = max_new_tokens(req.max_tokens, len(ids), engine, "max_tokens", "prompt")
     constraint = constraint_for(state, engine, structured_grammar(req), "structured_outputs")
     return ids, sampling_params(req, limit, req.logprobs, constraint)
 

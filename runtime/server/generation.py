@@ -22,12 +22,13 @@ from runtime.server.state import ServerState
 DISCONNECT_POLL_S = 1.0
 
 
-def max_new_tokens(requested: int | None, prompt_len: int, engine: LLMEngine, param: str) -> int:
+def max_new_tokens(requested: int | None, prompt_len: int, engine: LLMEngine, param: str,
+                   prompt_param: str) -> int:
     room = engine.max_model_len - prompt_len
     if room < 1:
         raise APIError(400, f"This model's maximum context length is {engine.max_model_len} tokens; "
                             f"your prompt has {prompt_len} tokens and leaves no room for a reply.",
-                       param="messages", code="context_length_exceeded")
+                       param=prompt_param, code="context_length_exceeded")
     if requested is None:
         return room
     if requested < 1:
@@ -123,7 +124,7 @@ def token_entry(engine: LLMEngine, token: int, logprob: float) -> dict:
 
 
 def chat_logprobs(engine: LLMEngine, entries: list) -> list[dict]:
-    return [{**token_entry(engine, tok, lp), "top_logprobs": [token_entry(engine, t, l) for t, l in top]}
+    return [{**token_entry(engine, tok, lp), "top_logprobs": [token_entry(engine, t, v) for t, v in top]}
             for tok, lp, top in entries]
 
 

@@ -71,5 +71,5 @@ class Metrics:
         self.generation_tokens.inc(len(timestamps))
         if timestamps:
             self.ttft.observe(timestamps[0] - arrival)
-        for a, b in zip(timestamps, timestamps[1:]):
+        for a, b in zip(timestamps, timestamps[1:], strict=False):
             self.itl.observe(b - a)

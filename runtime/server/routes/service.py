@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import anyio
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from runtime.server.chat_prompt import render, template_messages

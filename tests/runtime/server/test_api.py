@@ -188,3 +188,43 @@ def test_stop_strings(server):
     assert cut.choices[0].finish_reason == "stop"
     assert cut.choices[0].message.content == full[:full.index(stop)]
     assert json.dumps(cut.choices[0].message.content)      # still plain JSON-able text
+
+
+def test_routes_answer_without_the_v1_prefix(server):
+    body = {"model": server.model_id, "messages": QUESTION, "max_tokens": 3, "temperature": 0}
+    with_v1 = server.post("/v1/chat/completions", json=body).json()
+    bare = server.post("/chat/completions", json=body).json()
+    assert bare["choices"][0]["message"] == with_v1["choices"][0]["message"]
+    assert server.get("/models").json()["data"][0]["id"] == server.model_id
+    assert server.post("/completions", json={"model": server.model_id, "prompt": "hi", "max_tokens": 2}).status_code == 200
+
+
+def test_sampling_knobs_reach_the_sampler(server):
+    c = server.client()
+    kw = dict(model=server.model_id, messages=QUESTION, max_tokens=40, temperature=0)
+    plain = c.chat.completions.create(**kw).choices[0].message.content
+    penalised = c.chat.completions.create(**kw, frequency_penalty=2.0).choices[0].message.content
+    repeated = c.chat.completions.create(**kw, extra_body={"repetition_penalty": 3.0}).choices[0].message.content
+    assert penalised != plain and repeated != plain
+    sampled = dict(model=server.model_id, messages=QUESTION, max_tokens=16, temperature=1.5, seed=5)
+    free = c.chat.completions.create(**sampled).choices[0].message.content
+    top1 = c.chat.completions.create(**sampled, extra_body={"top_k": 1}).choices[0].message.content
+    assert top1 == c.chat.completions.create(**kw | {"max_tokens": 16}).choices[0].message.content   # top_k 1 = greedy
+    assert free != top1
+    r = c.chat.completions.create(**kw | {"max_tokens": None}, max_completion_tokens=5)
+    assert r.usage.completion_tokens <= 5
+
+
+def test_streamed_logprobs_cover_every_token(server):
+    chunks = list(server.client().chat.completions.create(
+        model=server.model_id, messages=QUESTION, max_tokens=9, temperature=0, logprobs=True, top_logprobs=2,
+        stream=True, stream_options={"include_usage": True}, extra_body={"ignore_eos": True}))
+    entries = [e for ch in chunks if ch.choices and ch.choices[0].logprobs for e in ch.choices[0].logprobs.content]
+    assert len(entries) == chunks[-1].usage.completion_tokens == 9
+    assert all(len(e.top_logprobs) == 2 for e in entries)
+
+
+def test_completion_prompt_over_the_context(server):
+    r = server.post("/v1/completions", json={"model": server.model_id, "prompt": "hello " * 3000})
+    assert r.status_code == 400
+    assert r.json()["error"]["code"] == "context_length_exceeded" and r.json()["error"]["param"] == "prompt"

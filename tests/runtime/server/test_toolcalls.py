@@ -62,8 +62,9 @@ def test_text_around_a_call_is_content():
 def test_several_calls_tags_list_and_lines():
     tags = ('<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>\n'
             '<tool_call>{"name": "search", "arguments": {"query": "rain", "k": 3}}</tool_call>')
-    listed = '[{"name": "get_weather", "arguments": {"city": "Paris"}}, {"name": "search", "arguments": {"query": "rain", "k": 3}}]'
-    lines = '{"name": "get_weather", "arguments": {"city": "Paris"}}\n{"name": "search", "arguments": {"query": "rain", "k": 3}}'
+    one = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+    two = '{"name": "search", "arguments": {"query": "rain", "k": 3}}'
+    listed, lines = f"[{one}, {two}]", f"{one}\n{two}"
     want = [PARIS, ("search", {"query": "rain", "k": 3})]
     for text in (tags, listed, lines):
         assert calls(run(text)) == want
