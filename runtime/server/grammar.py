@@ -41,17 +41,19 @@ def call_schema(name: str, parameters: dict) -> dict:
             "required": ["name", "arguments"], "additionalProperties": False}
 
 
-def _json_rule(schema: dict) -> str:
-    return json.dumps({**schema, "x-guidance": JSON_STYLE})
+def _json_rule(schema: dict, lenient: bool = False) -> str:
+    return json.dumps({**schema, "x-guidance": {**JSON_STYLE, "lenient": lenient}})
 
 
 def tool_calls_grammar(tools: dict[str, dict], parallel: bool) -> str:
     """Lark: one call (or up to MAX_PARALLEL_CALLS, one a line) to one of `tools`
-    ({name: parameters schema}), as bare JSON objects {"name": ..., "arguments": {...}}."""
+    ({name: parameters schema}), as bare JSON objects {"name": ..., "arguments": {...}}.
+    Lenient: keywords llguidance cannot enforce (tool schemas come from anywhere) are left
+    to the validation every parsed call gets anyway."""
     one = {"anyOf": [call_schema(n, s) for n, s in tools.items()]} if len(tools) > 1 else \
         call_schema(*next(iter(tools.items())))
     more = f' ("\\n" call){{0,{MAX_PARALLEL_CALLS - 1}}}' if parallel else ""
-    return LLMatcher.grammar_from_lark(f"start: call{more}\ncall: %json {_json_rule(one)}")
+    return LLMatcher.grammar_from_lark(f"start: call{more}\ncall: %json {_json_rule(one, lenient=True)}")
 
 
 def json_schema_grammar(schema: dict) -> str:

@@ -1,9 +1,10 @@
 """Request bodies of the OpenAI-compatible API, validated where they enter.
 
 Unknown top-level fields are refused (400, `unknown_parameter`), as OpenAI does. A few
-OpenAI fields that do not change what a local model generates are accepted and ignored
-(`user`, `metadata`, `store`, `service_tier`, `reasoning_effort`, `prompt_cache_key`,
-`safety_identifier`). Messages tolerate extra keys, because clients often send back the
+fields that do not change what a local model generates are accepted and ignored: OpenAI's
+`user`, `metadata`, `store`, `service_tier`, `reasoning_effort`, `prompt_cache_key`,
+`safety_identifier`, and Ollama's `think` and `options`, which Hermes agent sends to
+custom OpenAI-compatible endpoints. Messages tolerate extra keys, because clients often send back the
 assistant message object they received (with `refusal: null`, `annotations`, ...).
 
 samevm extensions: `top_k`, `min_p`, `repetition_penalty`, `ignore_eos` (generate exactly
@@ -151,6 +152,9 @@ class ChatCompletionRequest(SamplingFields):
     top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
     reasoning_effort: str | None = None
     modalities: list[Literal["text"]] | None = None
+    # sent by Hermes agent's "custom" provider (Ollama's flags); nothing to do for our models
+    think: bool | None = None
+    options: dict | None = None
 
 
 class CompletionRequest(SamplingFields):

@@ -114,3 +114,13 @@ def test_bad_grammars_are_errors_not_crashes(factory, source):
     _, f = factory
     with pytest.raises(grammar.GrammarError):
         f.constraint(source)
+
+
+def test_tool_grammars_skip_what_they_cannot_enforce(factory):
+    tok, f = factory
+    odd = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1, "maximum": 3,
+                                                  "not": {"const": 2}}}, "required": ["n"]}
+    with pytest.raises(grammar.GrammarError):
+        f.constraint(grammar.json_schema_grammar(odd))           # a response format says so (400)
+    text = walk(tok, f.constraint(grammar.tool_calls_grammar({"pick": odd}, parallel=False)), np.random.default_rng(4))
+    assert json.loads(text)["arguments"]["n"] in (1, 2, 3)       # the rest is left to validation
