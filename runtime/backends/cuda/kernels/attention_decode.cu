@@ -1,0 +1,191 @@
+// attention_decode: one new token per sequence attends to its paged KV cache
+// (flash-decoding: split-K over positions, all query heads of a KV head in one block).
+//
+//   For sequence b, KV head g, its query heads j < G = Hq / Hkv, L = ctx[b], pos = L - 1:
+//     q_j          = rope(norm(qkv[b, q_{gG+j}]), pos) * scale
+//     cache[slot[b], g] = (rope(norm(qkv[b, k_g]), pos), qkv[b, v_g])       (split owning pos)
+//     out[b, gG+j] = softmax_p(q_j . K[p]) V      over p < L, through the block table
+// Grid (S, Hkv, B). Split s covers ceil(blocks / S) whole KV blocks; with S > 1 it writes its
+// (max, sum, unnormalised output) to part_* and the last split of (b, g) to finish (atomic
+// counter, reset for the next step, so the kernel replays inside a CUDA graph) combines them.
+// Reference: cpu.py CPUOps.attention. Compile: nvcc -arch=sm_90 -cubin -I. -DHEAD_DIM=128
+// -DKV_T=__half attention_decode.cu. Napkin math: a token at L = 384 reads 2 * 384 * 8 * 128
+// * 2 B = 1.5 MB of cache per layer (f16), 3% of a 1.7B Q4_K_M layer's weights.
+#include "rope.cuh"
+
+#define AD_THREADS 128
+#define MAX_GROUP 16
+
+__device__ __forceinline__ float ldcg(const float* p) {
+#ifdef EMULATOR
+  return *p;
+#else
+  return __ldcg(p);
+#endif
+}
+
+extern "C" __global__ void __launch_bounds__(AD_THREADS) attention_decode(
+    const float* qkv, int Hq, int Hkv, const int* ctx_lens, const int* slots, const int* tables,
+    const int* table_stride, int block_size, const float* cos_t, const float* sin_t,
+    const float* q_norm, const float* k_norm, float eps, int interleaved, float scale,
+    KV_T* k_cache, KV_T* v_cache, float* out, float* part_acc, float* part_ml, int* counters) {
+  constexpr int D = HEAD_DIM;
+  constexpr int DPT = D >= AD_THREADS ? D / AD_THREADS : 1;   // dims a thread owns in P.V
+  constexpr int NPART = D >= AD_THREADS ? 1 : AD_THREADS / D; // position groups when D < 128
+  __shared__ float qs[MAX_GROUP][D];
+  __shared__ float tmp[4][D];
+  __shared__ float sc[MAX_GROUP][AD_THREADS];
+  __shared__ float m_run[MAX_GROUP], l_run[MAX_GROUP], corr[MAX_GROUP];
+  __shared__ int is_last;
+
+  const int s = blockIdx.x, g = blockIdx.y, b = blockIdx.z, S = gridDim.x;
+  const int G = Hq / Hkv, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int L = ctx_lens[b], pos = L - 1;
+  const int* table = tables + (i64)b * table_stride[0];
+  const int per = ((L + block_size - 1) / block_size + S - 1) / S;
+  const int start = min(L, s * per * block_size), end = min(L, (s + 1) * per * block_size);
+  const float* row = qkv + (i64)b * (Hq + 2 * Hkv) * D;
+  const float* cr = cos_t + (i64)pos * (D / 2);
+  const float* sr = sin_t + (i64)pos * (D / 2);
+
+  for (int j = warp; j < G; j += 4)
+    norm_rope_head<D>(row + (g * G + j) * D, tmp[warp], q_norm, eps, cr, sr, interleaved,
+                      [&](int e, float v) { qs[j][e] = v * scale; });
+  if (start <= pos && pos < end) {
+    const i64 slot = slots[b];
+    if (warp == 0) {
+      KV_T* dst = k_cache + (slot * Hkv + g) * D;
+      norm_rope_head<D>(row + (Hq + g) * D, tmp[0], k_norm, eps, cr, sr, interleaved,
+                        [&](int e, float v) { dst[e] = from_f32<KV_T>(v); });
+    } else if (warp == 1) {
+      KV_T* dst = v_cache + (slot * Hkv + g) * D;
+      for (int e = lane; e < D; e += 32) dst[e] = from_f32<KV_T>(row[(Hq + Hkv + g) * D + e]);
+    }
+  }
+  if (tid < G) { m_run[tid] = NEG_INF; l_run[tid] = 0.0f; }
+  __syncthreads();
+
+  const int d0 = D >= AD_THREADS ? tid : tid % D, part = D >= AD_THREADS ? 0 : tid / D;
+  float acc[MAX_GROUP][DPT];
+#pragma unroll
+  for (int j = 0; j < MAX_GROUP; j++)
+#pragma unroll
+    for (int k = 0; k < DPT; k++) acc[j][k] = 0.0f;
+
+  for (int t0 = start; t0 < end; t0 += AD_THREADS) {
+    const int p = t0 + tid;
+    float sj[MAX_GROUP];
+#pragma unroll
+    for (int j = 0; j < MAX_GROUP; j++) sj[j] = 0.0f;
+    if (p < end) {
+      const i64 slot = (i64)table[p / block_size] * block_size + p % block_size;
+      const KV_T* kp = k_cache + (slot * Hkv + g) * D;
+      for (int e = 0; e < D; e += 8) {
+        float kv8[8];
+        load8(kp + e, kv8);
+#pragma unroll
+        for (int j = 0; j < MAX_GROUP; j++) {
+          if (j >= G) break;
+#pragma unroll
+          for (int i = 0; i < 8; i++) sj[j] += qs[j][e + i] * kv8[i];
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < MAX_GROUP; j++)
+      if (j < G) sc[j][tid] = p < end ? sj[j] : NEG_INF;
+    __syncthreads();
+    for (int j = warp; j < G; j += 4) {
+      float mx = NEG_INF;
+      for (int i = lane; i < AD_THREADS; i += 32) mx = fmaxf(mx, sc[j][i]);
+      const float m_new = fmaxf(m_run[j], warp_max(mx));
+      float sum = 0.0f;
+      for (int i = lane; i < AD_THREADS; i += 32) {
+        const float e = expf(sc[j][i] - m_new);
+        sc[j][i] = e;
+        sum += e;
+      }
+      sum = warp_sum(sum);
+      if (lane == 0) {
+        const float c = expf(m_run[j] - m_new);
+        corr[j] = c;
+        l_run[j] = l_run[j] * c + sum;
+        m_run[j] = m_new;
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < MAX_GROUP; j++)
+      if (j < G)
+#pragma unroll
+        for (int k = 0; k < DPT; k++) acc[j][k] *= corr[j];
+    const int n = min(AD_THREADS, end - t0);
+    for (int i = part; i < n; i += NPART) {
+      const int pp = t0 + i;
+      const i64 slot = (i64)table[pp / block_size] * block_size + pp % block_size;
+      const KV_T* vp = v_cache + (slot * Hkv + g) * D;
+#pragma unroll
+      for (int k = 0; k < DPT; k++) {
+        const float v = to_f32(vp[d0 + AD_THREADS * k]);
+#pragma unroll
+        for (int j = 0; j < MAX_GROUP; j++)
+          if (j < G) acc[j][k] += sc[j][i] * v;
+      }
+    }
+    __syncthreads();
+  }
+
+  // Sum the position groups (D < 128) through shared memory, then emit (j, d) values.
+  float* red = &sc[0][0];
+  if (NPART > 1) {
+#pragma unroll
+    for (int j = 0; j < MAX_GROUP; j++)
+      if (j < G) red[(part * G + j) * D + d0] = acc[j][0];
+    __syncthreads();
+  }
+  const i64 head0 = (i64)b * Hq + g * G;
+  auto emit = [&](int j, int d, float v) {
+    if (S == 1) out[(head0 + j) * D + d] = v / l_run[j];
+    else part_acc[((head0 + j) * S + s) * D + d] = v;
+  };
+  if (NPART > 1) {
+    for (int e = tid; e < G * D; e += AD_THREADS) {
+      const int j = e / D, d = e % D;
+      float v = 0.0f;
+      for (int pt = 0; pt < NPART; pt++) v += red[(pt * G + j) * D + d];
+      emit(j, d, v);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < MAX_GROUP; j++)
+      if (j < G)
+#pragma unroll
+        for (int k = 0; k < DPT; k++) emit(j, d0 + AD_THREADS * k, acc[j][k]);
+  }
+  if (S == 1) return;
+
+  if (tid < G) {
+    part_ml[((head0 + tid) * S + s) * 2] = m_run[tid];
+    part_ml[((head0 + tid) * S + s) * 2 + 1] = l_run[tid];
+  }
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) is_last = atomicAdd(&counters[b * Hkv + g], 1) == S - 1;
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  for (int e = tid; e < G * D; e += AD_THREADS) {
+    const int j = e / D, d = e % D;
+    const float* ml = part_ml + (head0 + j) * S * 2;
+    float m = NEG_INF;
+    for (int k = 0; k < S; k++) m = fmaxf(m, ldcg(ml + 2 * k));
+    float l = 0.0f, o = 0.0f;
+    for (int k = 0; k < S; k++) {
+      const float w = expf(ldcg(ml + 2 * k) - m);
+      l += ldcg(ml + 2 * k + 1) * w;
+      o += ldcg(part_acc + ((head0 + j) * S + k) * D + d) * w;
+    }
+    out[(head0 + j) * D + d] = o / l;
+  }
+  if (tid == 0) counters[b * Hkv + g] = 0;
+}

@@ -1,0 +1,280 @@
+// GGUF weight formats as uploaded by weights.py, and a decoder per format.
+//
+// Reference: ggml-quants.c dequantize_row_* (and gguf-py quants.py, the CPU reference).
+// At upload, each row's blocks are split into a 16-byte-aligned payload array `q`
+// [rows, nb, P] and, for formats whose block header breaks that alignment, a scale array
+// `s` [rows, nb, S] (Q4_K and Q5_K keep their 144/176-byte blocks whole: already aligned).
+//
+// A row is read in chunks: chunk c (0 <= c < C) of block ib is one 16-byte payload load that
+// decodes to NR runs of RL consecutive columns starting at col[0], col[1]. Lanes of a warp
+// take consecutive chunks, so a warp's loads are contiguous.
+#pragma once
+#include "common.cuh"
+
+enum QType {
+  F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8,
+  Q4_K = 12, Q5_K = 13, Q6_K = 14, BF16 = 30
+};
+
+// Small unsigned integer (< 2^23) to float in two full-rate instructions (OR + FADD)
+// instead of one quarter-rate I2F conversion.
+__device__ __forceinline__ float u2f(u32 v) { return __uint_as_float(0x4B000000u | v) - 8388608.0f; }
+
+__device__ __forceinline__ uint4 load16(const u8* p) { return *reinterpret_cast<const uint4*>(p); }
+
+__device__ __forceinline__ u32 word_of(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
+
+// K-quant 6-bit scale and min of sub-block j (ggml get_scale_min_k4).
+__device__ __forceinline__ void scale_min_k4(int j, const u8* q, int& sc, int& m) {
+  if (j < 4) {
+    sc = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// Each Fmt<QT> has load(), which reads chunk c of block ib into a small State (one 16-byte
+// payload load plus scales) and sets the first column of each run, and get4(st, run, i),
+// which returns weights i..i+3 of a run (run and i compile-time after unrolling), so a
+// caller never holds a whole chunk of floats in registers.
+template <int QT> struct Fmt;
+
+struct State {
+  uint4 v, h;              // payload and, for the 5/6-bit formats, the high bits
+  float d0, n0, d1, n1;    // per-run scale and offset: w = d * q + n
+};
+
+template <> struct Fmt<F32> {
+  static constexpr int QK = 32, P = 128, S = 0, C = 8, NR = 1, RL = 4;
+  __device__ static void load(const u8* q, const u8*, int ib, int c, State& st, int* col) {
+    st.v = load16(q + ib * P + 16 * c);
+    col[0] = ib * QK + 4 * c;
+  }
+  __device__ static float4 get4(const State& st, int, int) {
+    return make_float4(__uint_as_float(st.v.x), __uint_as_float(st.v.y), __uint_as_float(st.v.z), __uint_as_float(st.v.w));
+  }
+};
+
+template <> struct Fmt<F16> {
+  static constexpr int QK = 32, P = 64, S = 0, C = 4, NR = 1, RL = 8;
+  __device__ static void load(const u8* q, const u8*, int ib, int c, State& st, int* col) {
+    st.v = load16(q + ib * P + 16 * c);
+    col[0] = ib * QK + 8 * c;
+  }
+  __device__ static float4 get4(const State& st, int, int i) {
+    const u32 a = word_of(st.v, i / 2), b = word_of(st.v, i / 2 + 1);
+    return make_float4(f16_to_f32((u16)(a & 0xFFFF)), f16_to_f32((u16)(a >> 16)),
+                 f16_to_f32((u16)(b & 0xFFFF)), f16_to_f32((u16)(b >> 16)));
+  }
+};
+
+template <> struct Fmt<BF16> {
+  static constexpr int QK = 32, P = 64, S = 0, C = 4, NR = 1, RL = 8;
+  __device__ static void load(const u8* q, const u8*, int ib, int c, State& st, int* col) {
+    st.v = load16(q + ib * P + 16 * c);
+    col[0] = ib * QK + 8 * c;
+  }
+  __device__ static float4 get4(const State& st, int, int i) {
+    const u32 a = word_of(st.v, i / 2), b = word_of(st.v, i / 2 + 1);
+    return make_float4(__uint_as_float(a << 16), __uint_as_float(a & 0xFFFF0000u),
+                 __uint_as_float(b << 16), __uint_as_float(b & 0xFFFF0000u));
+  }
+};
+
+// f(byte, k) for the four bytes k = 0..3 of a payload word.
+template <class F>
+__device__ __forceinline__ float4 map4(u32 w, F f) {
+  return make_float4(f(w & 0xFF, 0), f((w >> 8) & 0xFF, 1), f((w >> 16) & 0xFF, 2), f(w >> 24, 3));
+}
+
+// Q8_0: 32 int8 and one f16 scale; here q = [nb][32] int8, s = [nb] f16.
+template <> struct Fmt<Q8_0> {
+  static constexpr int QK = 32, P = 32, S = 2, C = 2, NR = 1, RL = 16;
+  __device__ static void load(const u8* q, const u8* s, int ib, int c, State& st, int* col) {
+    st.v = load16(q + ib * P + 16 * c);
+    st.d0 = f16_to_f32(reinterpret_cast<const u16*>(s)[ib]);
+    st.n0 = -128.0f * st.d0;
+    col[0] = ib * QK + 16 * c;
+  }
+  __device__ static float4 get4(const State& st, int, int i) {
+    return map4(word_of(st.v, i / 4), [&](u32 b, int) { return st.d0 * u2f(b ^ 0x80u) + st.n0; });
+  }
+};
+
+// Q4_0 / Q4_1: byte i holds column i (low nibble) and column i + 16 (high nibble).
+template <> struct Fmt<Q4_0> {
+  static constexpr int QK = 32, P = 16, S = 2, C = 1, NR = 2, RL = 16;
+  __device__ static void load(const u8* q, const u8* s, int ib, int, State& st, int* col) {
+    st.v = load16(q + ib * P);
+    st.d0 = f16_to_f32(reinterpret_cast<const u16*>(s)[ib]);
+    st.n0 = -8.0f * st.d0;
+    col[0] = ib * QK;
+    col[1] = ib * QK + 16;
+  }
+  __device__ static float4 get4(const State& st, int run, int i) {
+    const u32 w = word_of(st.v, i / 4) >> (4 * run);
+    return map4(w, [&](u32 b, int) { return st.d0 * u2f(b & 0xF) + st.n0; });
+  }
+};
+
+template <> struct Fmt<Q4_1> {
+  static constexpr int QK = 32, P = 16, S = 4, C = 1, NR = 2, RL = 16;
+  __device__ static void load(const u8* q, const u8* s, int ib, int, State& st, int* col) {
+    st.v = load16(q + ib * P);
+    const u32 dm = reinterpret_cast<const u32*>(s)[ib];
+    st.d0 = f16_to_f32((u16)(dm & 0xFFFF));
+    st.n0 = f16_to_f32((u16)(dm >> 16));
+    col[0] = ib * QK;
+    col[1] = ib * QK + 16;
+  }
+  __device__ static float4 get4(const State& st, int run, int i) {
+    const u32 w = word_of(st.v, i / 4) >> (4 * run);
+    return map4(w, [&](u32 b, int) { return st.d0 * u2f(b & 0xF) + st.n0; });
+  }
+};
+
+// Q5_0 / Q5_1: s = {d, m or 0, qh}; bit i of qh is the fifth bit of column i.
+template <> struct Fmt<Q5_0> {
+  static constexpr int QK = 32, P = 16, S = 8, C = 1, NR = 2, RL = 16;
+  __device__ static void load(const u8* q, const u8* s, int ib, int, State& st, int* col) {
+    st.v = load16(q + ib * P);
+    const uint2 h = reinterpret_cast<const uint2*>(s)[ib];
+    st.d0 = f16_to_f32((u16)(h.x & 0xFFFF));
+    st.n0 = -16.0f * st.d0;
+    st.h.x = h.y;
+    col[0] = ib * QK;
+    col[1] = ib * QK + 16;
+  }
+  __device__ static float4 get4(const State& st, int run, int i) {
+    const u32 hb = st.h.x >> (i + 16 * run), w = word_of(st.v, i / 4) >> (4 * run);
+    return map4(w, [&](u32 b, int k) { return st.d0 * u2f((b & 0xF) | (((hb >> k) & 1) << 4)) + st.n0; });
+  }
+};
+
+template <> struct Fmt<Q5_1> {
+  static constexpr int QK = 32, P = 16, S = 8, C = 1, NR = 2, RL = 16;
+  __device__ static void load(const u8* q, const u8* s, int ib, int, State& st, int* col) {
+    st.v = load16(q + ib * P);
+    const uint2 h = reinterpret_cast<const uint2*>(s)[ib];
+    st.d0 = f16_to_f32((u16)(h.x & 0xFFFF));
+    st.n0 = f16_to_f32((u16)(h.x >> 16));
+    st.h.x = h.y;
+    col[0] = ib * QK;
+    col[1] = ib * QK + 16;
+  }
+  __device__ static float4 get4(const State& st, int run, int i) {
+    const u32 hb = st.h.x >> (i + 16 * run), w = word_of(st.v, i / 4) >> (4 * run);
+    return map4(w, [&](u32 b, int k) { return st.d0 * u2f((b & 0xF) | (((hb >> k) & 1) << 4)) + st.n0; });
+  }
+};
+
+// Q4_K: 256 columns in 8 sub-blocks of 32 with 6-bit scales and mins; block =
+// {d f16, dmin f16, scales[12], qs[128]}; qs byte 32p + l holds column 64p + l (low
+// nibble, sub-block 2p) and 64p + 32 + l (high nibble, sub-block 2p + 1).
+__device__ __forceinline__ void kquant_scales(const u8* b, int p, State& st) {
+  const u32 dm = *reinterpret_cast<const u32*>(b);
+  const float d = f16_to_f32((u16)(dm & 0xFFFF)), dmin = f16_to_f32((u16)(dm >> 16));
+  int sc0, m0, sc1, m1;
+  scale_min_k4(2 * p, b + 4, sc0, m0);
+  scale_min_k4(2 * p + 1, b + 4, sc1, m1);
+  st.d0 = d * sc0; st.n0 = -dmin * m0;
+  st.d1 = d * sc1; st.n1 = -dmin * m1;
+}
+
+template <> struct Fmt<Q4_K> {
+  static constexpr int QK = 256, P = 144, S = 0, C = 8, NR = 2, RL = 16;
+  __device__ static void load(const u8* q, const u8*, int ib, int c, State& st, int* col) {
+    const u8* b = q + ib * P;
+    const int p = c >> 1, l0 = (c & 1) * 16;
+    st.v = load16(b + 16 + 16 * c);
+    kquant_scales(b, p, st);
+    col[0] = ib * QK + 64 * p + l0;
+    col[1] = ib * QK + 64 * p + 32 + l0;
+  }
+  __device__ static float4 get4(const State& st, int run, int i) {
+    const u32 w = word_of(st.v, i / 4) >> (4 * run);
+    const float d = run == 0 ? st.d0 : st.d1, n = run == 0 ? st.n0 : st.n1;
+    return map4(w, [&](u32 b, int) { return d * u2f(b & 0xF) + n; });
+  }
+};
+
+// Q5_K: as Q4_K plus qh[32] (bit 2p / 2p + 1 of qh[l] is the fifth bit); block =
+// {d, dmin, scales[12], qh[32], qs[128]}. h keeps qh shifted so bit 0 / 1 are ours.
+template <> struct Fmt<Q5_K> {
+  static constexpr int QK = 256, P = 176, S = 0, C = 8, NR = 2, RL = 16;
+  __device__ static void load(const u8* q, const u8*, int ib, int c, State& st, int* col) {
+    const u8* b = q + ib * P;
+    const int p = c >> 1, l0 = (c & 1) * 16;
+    st.v = load16(b + 48 + 16 * c);
+    const uint4 h = load16(b + 16 + l0);
+    const int sh = 2 * p;
+    st.h = make_uint4(h.x >> sh, h.y >> sh, h.z >> sh, h.w >> sh);
+    kquant_scales(b, p, st);
+    col[0] = ib * QK + 64 * p + l0;
+    col[1] = ib * QK + 64 * p + 32 + l0;
+  }
+  __device__ static float4 get4(const State& st, int run, int i) {
+    const u32 hw = word_of(st.h, i / 4) >> run;   // bit 8k of hw: fifth bit of byte i + k
+    const u32 w = word_of(st.v, i / 4) >> (4 * run);
+    const float d = run == 0 ? st.d0 : st.d1, n = run == 0 ? st.n0 : st.n1;
+    return map4(w, [&](u32 b, int k) { return d * u2f((b & 0xF) | (((hw >> (8 * k)) & 1) << 4)) + n; });
+  }
+};
+
+// Q6_K: q = {ql[128], qh[64], scales[16] int8} per block, s = [nb] f16 d. In half n
+// (128 columns), ql byte 64n + m holds column 128n + m (low nibble) and 128n + 64 + m
+// (high); qh[32n + m % 32] holds their top two bits at shift 2 (m / 32) and 2 (m / 32) + 4.
+template <> struct Fmt<Q6_K> {
+  static constexpr int QK = 256, P = 208, S = 2, C = 8, NR = 2, RL = 16;
+  __device__ static void load(const u8* q, const u8* s, int ib, int c, State& st, int* col) {
+    const u8* b = q + ib * P;
+    const int n = c >> 2, m0 = (c & 3) * 16;
+    st.v = load16(b + 16 * c);
+    const uint4 h = load16(b + 128 + 32 * n + (m0 & 31));
+    const int sh = 2 * (m0 >> 5);
+    st.h = make_uint4(h.x >> sh, h.y >> sh, h.z >> sh, h.w >> sh);
+    const float d = f16_to_f32(reinterpret_cast<const u16*>(s)[ib]);
+    const int si = 192 + 8 * n + ((m0 & 31) >> 4) + 2 * (m0 >> 5);
+    st.d0 = d * (float)(i8)b[si]; st.n0 = -32.0f * st.d0;
+    st.d1 = d * (float)(i8)b[si + 4]; st.n1 = -32.0f * st.d1;
+    col[0] = ib * QK + 128 * n + m0;
+    col[1] = ib * QK + 128 * n + 64 + m0;
+  }
+  __device__ static float4 get4(const State& st, int run, int i) {
+    const u32 hw = word_of(st.h, i / 4) >> (4 * run);  // bits 8k..8k+1: top bits of byte i + k
+    const u32 w = word_of(st.v, i / 4) >> (4 * run);
+    const float d = run == 0 ? st.d0 : st.d1, n = run == 0 ? st.n0 : st.n1;
+    return map4(w, [&](u32 b, int k) { return d * u2f((b & 0xF) | (((hw >> (8 * k)) & 3) << 4)) + n; });
+  }
+};
+
+// Runs BODY with FMT = Fmt<qt> for a run-time qtype (uniform across the warp).
+#define DISPATCH_QTYPE(qt, BODY)                  \
+  switch (qt) {                                   \
+    case F32: { typedef Fmt<F32> FMT; BODY; } break;   \
+    case F16: { typedef Fmt<F16> FMT; BODY; } break;   \
+    case BF16: { typedef Fmt<BF16> FMT; BODY; } break; \
+    case Q4_0: { typedef Fmt<Q4_0> FMT; BODY; } break; \
+    case Q4_1: { typedef Fmt<Q4_1> FMT; BODY; } break; \
+    case Q5_0: { typedef Fmt<Q5_0> FMT; BODY; } break; \
+    case Q5_1: { typedef Fmt<Q5_1> FMT; BODY; } break; \
+    case Q8_0: { typedef Fmt<Q8_0> FMT; BODY; } break; \
+    case Q4_K: { typedef Fmt<Q4_K> FMT; BODY; } break; \
+    case Q5_K: { typedef Fmt<Q5_K> FMT; BODY; } break; \
+    case Q6_K: { typedef Fmt<Q6_K> FMT; BODY; } break; \
+    default: break;                               \
+  }
+
+// One weight segment: rows [row0, row0 + rows) of a linear weight stored in one qtype.
+// Filled by weights.py as 8 int64 words: {qtype, row0, rows, q, s, q_row_bytes, s_row_bytes, 0}.
+struct Segment {
+  i64 qtype, row0, rows, q, s, q_row_bytes, s_row_bytes, pad;
+};
+
+__device__ __forceinline__ const Segment& find_segment(const Segment* segs, int nseg, int row) {
+  int i = 0;
+  while (i + 1 < nseg && row >= segs[i + 1].row0) i++;
+  return segs[i];
+}
