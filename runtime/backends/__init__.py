@@ -74,6 +74,8 @@ class Ops(Protocol):
     def gather(self, x: Any, fb: Any) -> Any: ...
     def sample(self, logits: Any, sb: SamplingBatch) -> SampleOutput: ...
     def logits_to_host(self, logits: Any) -> np.ndarray: ...        # tests and parity checks only
+    # optional: run_forward(forward, batch, kv) -> logits, used by DecoderLM.run instead of
+    # forward(prepare(batch), kv) (the CUDA backend replays decode steps as CUDA graphs)
 
 
 def create_backend(name: str, cpu_dtype: str = "float32") -> Ops:

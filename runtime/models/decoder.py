@@ -91,4 +91,7 @@ class DecoderLM:
         return ops.linear(ops.gather(h, fb), self.lm_head)            # [S, V]
 
     def run(self, batch: ForwardBatch, kv):
+        run_forward = getattr(self.ops, "run_forward", None)   # CUDA: decode steps replay a graph
+        if run_forward is not None:
+            return run_forward(self.forward, batch, kv)
         return self.forward(self.ops.prepare(batch), kv)

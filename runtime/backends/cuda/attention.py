@@ -1,0 +1,53 @@
+"""Attention over the paged KV cache: one fused kernel for decode steps (q/k norm, RoPE,
+the cache write and split-K flash-decoding), rope_kv + a tiled causal kernel otherwise.
+
+KV cache: [layers, 2, (blocks + 1) * block_size, Hkv, D] in f16, bf16 (stored as u16) or
+f32; the extra block takes the writes of padded rows in graph buckets.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from runtime.backends import AttentionParams
+from runtime.backends.cuda.batch import CUDABatch, prefill_tiles
+
+KV_TYPES = {"float16": ("__half", np.float16), "bfloat16": ("__nv_bfloat16", np.uint16),
+            "float32": ("float", np.float32)}
+
+
+def splits(ops, num_seqs: int, n_kv_heads: int) -> int:
+    """Split-K factor: enough blocks to cover the GPU twice, at most 32."""
+    blocks = num_seqs * n_kv_heads
+    return max(1, min(32, -(-2 * ops.dev.sm_count // blocks)))
+
+
+def attention(ops, qkv, kv, layer: int, fb: CUDABatch, rope, p: AttentionParams):
+    D, Hq, Hkv = p.head_dim, p.n_heads, p.n_kv_heads
+    assert Hq % Hkv == 0 and Hq // Hkv <= 16, "attention kernels take up to 16 query heads a KV head"
+    mods = ops.attention_kernels(D)
+    k_cache, v_cache = kv[layer, 0], kv[layer, 1]
+    T = fb.num_tokens
+    out = ops.alloc((T, Hq * D), np.float32)
+    common = (rope.cos, rope.sin, p.q_norm, p.k_norm, np.float32(p.norm_eps), np.int32(p.interleaved))
+    if fb.is_decode:
+        S = splits(ops, T, Hkv)
+        part_acc = ops.alloc((T * Hq * S * D,), np.float32) if S > 1 else None
+        part_ml = ops.alloc((T * Hq * S * 2,), np.float32) if S > 1 else None
+        counters = ops.alloc((T * Hkv,), np.int32, zero=True)
+        mods["attention_decode"].attention_decode((S, Hkv, T), (128,), (
+            qkv, np.int32(Hq), np.int32(Hkv), fb.ctx, fb.slots, fb.tables, fb.stride,
+            np.int32(fb.host.block_size), *common, np.float32(p.scale), k_cache, v_cache, out,
+            part_acc, part_ml, counters))
+        return out
+    q = ops.alloc((T, Hq * D), np.float32)
+    mods["rope_kv"].rope_kv((T,), (128,), (
+        qkv, np.int32(Hq), np.int32(Hkv), fb.positions, fb.slots, *common, q, k_cache, v_cache))
+    group = Hq // Hkv
+    if group not in fb.tiles:
+        tiles = prefill_tiles(fb.host, group)
+        fb.tiles[group] = (ops.dev.upload(tiles), len(tiles))
+    tiles, ntiles = fb.tiles[group]
+    mods["attention_prefill"].attention_prefill((ntiles, Hkv), (128,), (
+        q, np.int32(Hq), np.int32(Hkv), tiles, fb.tables, fb.stride, np.int32(fb.host.block_size),
+        np.float32(p.scale), k_cache, v_cache, out))
+    return out

@@ -1,0 +1,95 @@
+"""A step's inputs on the device, packed into one int32 buffer so a step costs one copy.
+
+Layout (n = tokens, b = sequences, s = sampled rows, w = block-table width):
+    [table width][ids n][positions n][slots n][context lengths b][sampled rows s][tables b*w]
+The tables come last, so for a fixed padded batch size every offset is fixed and a captured
+decode graph can keep reading the same buffer while the table width grows. Padded rows
+(graph buckets) decode token 0 at position 0 into the spare cache block `trash`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from runtime.backends import ForwardBatch
+
+
+@dataclass(slots=True)
+class CUDABatch:
+    host: ForwardBatch
+    num_tokens: int             # rows of the activations (padded for graph buckets)
+    num_seqs: int
+    num_rows: int               # rows whose logits are computed
+    is_decode: bool             # one token per sequence: the graph-able path
+    stride: object              # device views into the packed buffer
+    ids: object
+    positions: object
+    slots: object
+    ctx: object
+    rows: object
+    tables: object
+    tiles: dict = field(default_factory=dict)   # query-group size -> (device tiles, count)
+
+    @property
+    def all_rows(self) -> bool:
+        """Logits are wanted for every token row, in order (decode steps)."""
+        return self.num_rows == self.num_tokens
+
+
+def layout(n: int, b: int, s: int, w: int) -> dict[str, tuple[int, int]]:
+    sizes = [("stride", 1), ("ids", n), ("positions", n), ("slots", n), ("ctx", b), ("rows", s),
+             ("tables", b * w)]
+    out, at = {}, 0
+    for name, size in sizes:
+        out[name] = (at, at + size)
+        at += size
+    return out
+
+
+def pack(fb: ForwardBatch, pad_to: int = 0, trash: int = 0) -> tuple[np.ndarray, dict, int]:
+    """fb as one int32 array (decode batches padded to `pad_to` sequences)."""
+    n, b, w = len(fb.input_ids), fb.num_seqs, fb.block_tables.shape[1]
+    rows = fb.logits_indices
+    if pad_to:
+        assert fb.is_decode and pad_to >= b and len(rows) == b
+        n = b = pad_to
+        rows = np.arange(pad_to, dtype=np.int32)
+    where = layout(n, b, len(rows), w)
+    buf = np.zeros(where["tables"][1], np.int32)
+    buf[0] = w
+    fill = {"ids": fb.input_ids, "positions": fb.positions, "slots": fb.slot_mapping,
+            "ctx": fb.context_lens, "rows": rows}
+    for name, values in fill.items():
+        lo, _ = where[name]
+        buf[lo:lo + len(values)] = values
+    real = fb.num_seqs
+    if pad_to > real:
+        bs = fb.block_size
+        buf[where["slots"][0] + real:where["slots"][1]] = trash * bs
+        buf[where["ctx"][0] + real:where["ctx"][1]] = 1
+    tables = buf[where["tables"][0]:where["tables"][1]].reshape(b, w)
+    tables[:real] = fb.block_tables
+    tables[real:, 0] = trash
+    return buf, where, len(rows)
+
+
+def views(fb: ForwardBatch, dev_buf, where: dict, num_rows: int, is_decode: bool) -> CUDABatch:
+    v = {name: dev_buf[lo:hi] for name, (lo, hi) in where.items()}
+    n = where["ids"][1] - where["ids"][0]
+    b = where["ctx"][1] - where["ctx"][0]
+    return CUDABatch(fb, n, b, num_rows, is_decode, v["stride"], v["ids"], v["positions"], v["slots"],
+                     v["ctx"], v["rows"], v["tables"])
+
+
+def prefill_tiles(fb: ForwardBatch, group: int) -> np.ndarray:
+    """[tiles, 4] int32 {sequence, first query row, queries, first query position} for
+    attention_prefill.cu: up to 32 // group queries a tile."""
+    per = max(1, 32 // group)
+    out = []
+    for i in range(fb.num_seqs):
+        q0, q1 = int(fb.query_starts[i]), int(fb.query_starts[i + 1])
+        pos0 = int(fb.context_lens[i]) - (q1 - q0)
+        for j in range(0, q1 - q0, per):
+            out.append((i, q0 + j, min(per, q1 - q0 - j), pos0 + j))
+    return np.asarray(out, np.int32).reshape(-1, 4)

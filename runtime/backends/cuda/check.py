@@ -1,0 +1,264 @@
+"""python -m runtime.backends.cuda.check [--emulator] [--no-timing]
+
+Checks every kernel, through the op that launches it, against the CPU reference (cpu.py on
+gguf-dequantized weights) on fresh random inputs of several shapes, every output buffer
+poisoned with NaN first; then (on a GPU) times the memory-bound kernels and prints their
+GB/s against the measured device-to-device copy bandwidth. Exits 1 if a check fails.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from gguf import GGMLQuantizationType as Q
+from gguf import quants
+
+from runtime.backends import AttentionParams, ForwardBatch
+from runtime.backends.cpu import CPUOps
+from runtime.backends.cuda import CUDAOps
+from runtime.backends.cuda import attention as attn
+from runtime.backends.cuda.batch import pack, views
+from runtime.backends.cuda.linear import Normed
+from runtime.gguf import GGUFTensor
+from runtime.models.rope import rope_tables
+from runtime.sampling import SamplingBatch, SamplingParams
+from runtime.synthetic import random_kquant
+
+QTYPES = [Q.F32, Q.F16, Q.BF16, Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q8_0, Q.Q4_K, Q.Q5_K, Q.Q6_K]
+
+
+@dataclass
+class Result:
+    name: str
+    err: float
+    tol: float
+
+    @property
+    def ok(self) -> bool:
+        return bool(np.isfinite(self.err) and self.err <= self.tol)
+
+
+def rel_err(got, ref) -> float:
+    got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
+    if got.shape != ref.shape or not np.isfinite(got).all():
+        return float("inf")
+    return float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))
+
+
+def poison(ops: CUDAOps) -> None:
+    """Every buffer an op takes starts as NaN (or -1), so an unwritten element fails."""
+    plain = ops.alloc
+
+    def alloc(shape, dtype, zero=False):
+        buf = plain(shape, dtype, zero)
+        if not zero:
+            buf.fill(np.nan if np.dtype(dtype).kind == "f" else -1)
+        return buf
+    ops.alloc = alloc
+
+
+def random_tensor(name: str, qtype: Q, rows: int, cols: int, rng) -> GGUFTensor:
+    if qtype in (Q.Q4_K, Q.Q5_K, Q.Q6_K):
+        data = random_kquant(rows, cols, qtype, rng, 0.5)
+    else:
+        values = rng.standard_normal((rows, cols)).astype(np.float32) * 0.5
+        data = {Q.F32: values, Q.F16: values.astype(np.float16)}.get(qtype)
+        if data is None:
+            data = quants.quantize(values, qtype)
+    return GGUFTensor(name, qtype, (rows, cols), data)
+
+
+def dequant(t: GGUFTensor) -> torch.Tensor:
+    return torch.from_numpy(np.asarray(quants.dequantize(t.data, t.qtype), np.float32).reshape(t.shape))
+
+
+def check_linear(ops: CUDAOps, rng) -> list[Result]:
+    """matvec.cu (plain + bias, fused norm + residual, SiLU gate/up), dequant.cu + cuBLAS."""
+    out, cpu, dev = [], CPUOps(), ops.dev
+    for qtype in QTYPES:
+        K = 512 if qtype in (Q.Q4_K, Q.Q5_K, Q.Q6_K) else 160
+        gate_up = [random_tensor("g", qtype, 96, K, rng), random_tensor("u", qtype, 96, K, rng)]
+        plain = random_tensor("w", qtype, 75, K, rng)
+        W, Wgu = dequant(plain), torch.cat([dequant(t) for t in gate_up])
+        for T in (1, 2, 3, 5, 8, 11, 40):
+            a = rng.standard_normal((T, K)).astype(np.float32)
+            b = rng.standard_normal((T, K)).astype(np.float32)
+            nw = (1 + 0.1 * rng.standard_normal(K)).astype(np.float32)
+            bias = rng.standard_normal(75).astype(np.float32)
+            h_ref, s_ref = cpu.rms_norm(torch.from_numpy(a), torch.from_numpy(nw), 1e-6, torch.from_numpy(b))
+            ref_plain = cpu.linear(h_ref, W, torch.from_numpy(bias)).numpy()
+            ref_gu = cpu.linear(torch.from_numpy(a), Wgu, act="silu_mul").numpy()
+            for gdt in ("float32", "float16"):
+                if gdt == "float16" and T <= ops.matvec_max_tokens:
+                    continue
+                ops.gemm_dtype = np.dtype(gdt)
+                ops._loaded.clear()
+                s_out = ops.alloc((T, K), np.float32)
+                x = Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, s_out)
+                y = ops.linear(x, ops.linear_weight([plain]), dev.upload(bias))
+                tol = 2e-5 if gdt == "float32" else 4e-3
+                tag = f"linear {qtype.name} T={T} {'matvec' if T <= ops.matvec_max_tokens else 'cublas-' + gdt}"
+                out.append(Result(f"{tag} norm+bias", rel_err(dev.to_host(y), ref_plain), tol))
+                out.append(Result(f"{tag} residual sum", rel_err(dev.to_host(s_out), s_ref.numpy()), 1e-6))
+                y = ops.linear(dev.upload(a), ops.linear_weight(gate_up), act="silu_mul")
+                out.append(Result(f"{tag} silu(gate)*up", rel_err(dev.to_host(y), ref_gu), tol))
+    mixed = [random_tensor("g", Q.Q4_K, 64, 512, rng), random_tensor("u", Q.Q6_K, 64, 512, rng)]
+    a = rng.standard_normal((3, 512)).astype(np.float32)
+    ops._loaded.clear()
+    ref = cpu.linear(torch.from_numpy(a), torch.cat([dequant(t) for t in mixed]), act="silu_mul").numpy()
+    y = ops.linear(dev.upload(a), ops.linear_weight(mixed), act="silu_mul")
+    out.append(Result("linear Q4_K|Q6_K gate/up (silu_mul.cu)", rel_err(dev.to_host(y), ref), 2e-5))
+    ops.gemm_dtype = np.dtype(np.float16)
+    return out
+
+
+def check_embed(ops: CUDAOps, rng) -> list[Result]:
+    out = []
+    for qtype in QTYPES:
+        table = random_tensor("embd", qtype, 300, 256, rng)
+        ids = rng.integers(0, 300, size=9).astype(np.int32)
+        fb = ForwardBatch(ids, np.arange(9, dtype=np.int32), np.arange(9, dtype=np.int32),
+                          np.array([0, 9], np.int32), np.array([9], np.int32), np.zeros((1, 1), np.int32),
+                          np.array([8], np.int32), 16)
+        ops._loaded.clear()
+        got = ops.embed(ops.embedding(table), ops.prepare(fb))
+        out.append(Result(f"embed {qtype.name}", rel_err(ops.dev.to_host(got), dequant(table)[ids].numpy()), 1e-6))
+    return out
+
+
+def kv_round(x: np.ndarray, kv_dtype: str) -> np.ndarray:
+    """Values as the cache stores them, back in f32."""
+    if kv_dtype == "float16":
+        return x.astype(np.float16).astype(np.float32)
+    if kv_dtype == "bfloat16":
+        return torch.from_numpy(x).to(torch.bfloat16).float().numpy()
+    return x
+
+
+def kv_store(x: np.ndarray, kv_dtype: str) -> np.ndarray:
+    if kv_dtype == "bfloat16":
+        return torch.from_numpy(x).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+    return x.astype(attn.KV_TYPES[kv_dtype][1])
+
+
+def check_attention(ops: CUDAOps, rng, kv_dtype: str, Hq: int, Hkv: int, D: int, qk_norm: bool,
+                    interleaved: bool, seqs: list[tuple[int, int]], bs: int = 16) -> list[Result]:
+    """seqs: (tokens this step, context after it) per sequence; all 1-token: the decode kernel."""
+    cpu, dev = CPUOps(), ops.dev
+    nblocks = sum(-(-ctx // bs) for _, ctx in seqs) + 3
+    perm = rng.permutation(nblocks).astype(np.int32)
+    width = max(-(-ctx // bs) for _, ctx in seqs)
+    tables, at = np.zeros((len(seqs), width), np.int32), 0
+    for i, (_, ctx) in enumerate(seqs):
+        n = -(-ctx // bs)
+        tables[i, :n] = perm[at:at + n]
+        at += n
+    ids, pos, slots, starts, rows = [], [], [], [0], []
+    for i, (n, ctx) in enumerate(seqs):
+        p = np.arange(ctx - n, ctx, dtype=np.int32)
+        pos.append(p)
+        slots.append(tables[i, p // bs] * bs + p % bs)
+        starts.append(starts[-1] + n)
+        rows.append(starts[-1] - 1)
+        ids += [0] * n
+    fb = ForwardBatch(np.array(ids, np.int32), np.concatenate(pos), np.concatenate(slots).astype(np.int32),
+                      np.array(starts, np.int32), np.array([c for _, c in seqs], np.int32), tables,
+                      np.array(rows, np.int32), bs)
+    T = len(ids)
+    qkv = rng.standard_normal((T, (Hq + 2 * Hkv) * D)).astype(np.float32)
+    cache = kv_round(rng.standard_normal((1, 2, nblocks * bs, Hkv, D)).astype(np.float32), kv_dtype)
+    qn = (1 + 0.1 * rng.standard_normal(D)).astype(np.float32) if qk_norm else None
+    kn = (1 + 0.1 * rng.standard_normal(D)).astype(np.float32) if qk_norm else None
+    cos, sin = rope_tables(D, 10000.0, None, 512)
+    params = dict(n_heads=Hq, n_kv_heads=Hkv, head_dim=D, scale=D ** -0.5, interleaved=interleaved, norm_eps=1e-6)
+    ref_kv = torch.from_numpy(cache.copy())
+    ref = cpu.attention(torch.from_numpy(qkv), ref_kv, 0, cpu.prepare(fb), cpu.rope_cache(cos, sin), AttentionParams(
+        **params, q_norm=None if qn is None else torch.from_numpy(qn), k_norm=None if kn is None else torch.from_numpy(kn)))
+    gpu_cache = np.zeros((1, 2, (nblocks + 1) * bs, Hkv, D), np.float32)
+    gpu_cache[:, :, :nblocks * bs] = cache
+    kv = dev.upload(kv_store(gpu_cache, kv_dtype))
+    host, where, nrows = pack(fb)
+    cfb = views(fb, dev.upload(host), where, nrows, fb.is_decode)
+    ops.kv_ctype = attn.KV_TYPES[kv_dtype][0]
+    got = ops.attention(dev.upload(qkv), kv, 0, cfb, ops.rope_cache(cos, sin), AttentionParams(
+        **params, q_norm=None if qn is None else dev.upload(qn), k_norm=None if kn is None else dev.upload(kn)))
+    written = dev.to_host(kv)[:, :, fb.slot_mapping]
+    if kv_dtype == "bfloat16":
+        written = torch.from_numpy(written.view(np.int16)).view(torch.bfloat16).float().numpy()
+    kind = "decode" if fb.is_decode else "prefill"
+    tag = f"attention {kind} {kv_dtype} Hq={Hq} Hkv={Hkv} D={D} norm={int(qk_norm)} inter={int(interleaved)} seqs={seqs}"
+    # the reference keeps this step's K/V in f32; ours are rounded to the cache type first
+    tol_out, tol_write = {"float32": (2e-5, 2e-6), "float16": (3e-3, 1e-3), "bfloat16": (1.5e-2, 8e-3)}[kv_dtype]
+    return [Result(tag, rel_err(dev.to_host(got), ref.numpy()), tol_out),
+            Result(tag + " cache write", rel_err(written, kv_round(ref_kv.numpy()[:, :, fb.slot_mapping], kv_dtype)),
+                   tol_write)]
+
+
+def check_sampling(ops: CUDAOps, rng, V: int = 5000) -> list[Result]:
+    class Mask:
+        def __init__(self, words):
+            self.words = words
+
+        def allowed(self):
+            return self.words
+    rows = []
+    for i in range(16):
+        p = SamplingParams(temperature=float(rng.choice([0, 0.6, 1.0, 1.4])), top_k=int(rng.choice([0, 3, 40])),
+                           top_p=float(rng.choice([1.0, 0.9, 0.4])), min_p=float(rng.choice([0.0, 0.02])),
+                           repetition_penalty=float(rng.choice([1.0, 1.2])), presence_penalty=float(rng.choice([0, 0.4])),
+                           frequency_penalty=float(rng.choice([0, 0.3])), logprobs=int(rng.choice([0, 5])),
+                           seed=int(rng.integers(1 << 40)),
+                           constraint=Mask(rng.integers(0, 2**31, (V + 31) // 32).astype(np.int32)) if i % 5 == 4 else None)
+        rows.append((p, list(rng.integers(0, V, 30)), 12))
+    sb = SamplingBatch.build(rows, V)
+    logits = (rng.standard_normal((len(rows), V)) * 4).astype(np.float32)
+    ref = CPUOps().sample(torch.from_numpy(logits.copy()), sb)
+    got = ops.sample(ops.dev.upload(logits), sb)
+    raw = torch.log_softmax(torch.from_numpy(logits).double(), -1)
+    exact_entropy = -(raw.exp() * raw).sum(-1).numpy()
+    return [Result("sample ids (all params)", float((ref.token_ids != got.token_ids).sum()), 0),
+            Result("sample logprobs", rel_err(got.logprobs, ref.logprobs), 1e-5),
+            Result("sample entropy (vs float64)", rel_err(got.entropy, exact_entropy), 1e-6),
+            Result("sample entropy (vs cpu.py)", rel_err(got.entropy, ref.entropy), 1e-4),
+            Result("sample top logprob ids", float((ref.top_ids != got.top_ids).sum()), 0)]
+
+
+def run_checks(ops: CUDAOps, seed: int = 0) -> list[Result]:
+    rng = np.random.default_rng(seed)
+    poison(ops)
+    results = check_linear(ops, rng) + check_embed(ops, rng) + check_sampling(ops, rng)
+    for kv_dtype in ("float16", "bfloat16", "float32"):
+        for Hq, Hkv, D, norm, inter in ((4, 2, 16, False, False), (16, 8, 128, True, False),
+                                        (14, 2, 64, False, True), (8, 8, 32, True, True)):
+            for seqs in ([(1, 1), (1, 37), (1, 300)], [(5, 5), (17, 40), (1, 30)]):
+                results += check_attention(ops, rng, kv_dtype, Hq, Hkv, D, norm, inter, seqs)
+    return results
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--emulator", action="store_true", help="run the kernels on the CPU emulator")
+    ap.add_argument("--no-timing", action="store_true")
+    args = ap.parse_args()
+    if args.emulator:
+        from runtime.backends.cuda.emulator import EmuDevice
+        ops = CUDAOps(device=EmuDevice())
+    else:
+        ops = CUDAOps()
+    results = run_checks(ops)
+    bad = [r for r in results if not r.ok]
+    for r in bad:
+        print(f"FAIL {r.name}: error {r.err:.3g} > {r.tol:.3g}")
+    print(f"{len(results) - len(bad)}/{len(results)} kernel checks passed "
+          f"(worst relative error {max(r.err / r.tol for r in results if r.tol) :.2f} of tolerance)")
+    if not args.emulator and not args.no_timing:
+        from runtime.backends.cuda.timing import report
+        report(CUDAOps())
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+"""The little the CUDA backend needs from CuPy, behind one object, so the same ops also run
+on the kernel emulator (emulator/, numpy arrays) in tests without a GPU.
+
+A `Device` owns one non-blocking stream (CUDA graphs cannot capture the legacy default
+stream), compiles kernels/<name>.cu with NVRTC once per set of defines (CuPy caches the
+binaries on disk), launches them, runs cuBLAS GEMMs and captures/replays CUDA graphs.
+Kernel arguments are device arrays, None (a null pointer) or numpy scalars (np.int32,
+np.float32), exactly what the kernel's C signature takes.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+KERNELS = Path(__file__).parent / "kernels"
+
+# cuBLAS enums (cublas_api.h, library_types.h)
+_OP_N, _OP_T = 0, 1
+_CUDA_R_32F, _CUDA_R_16F = 0, 2
+_COMPUTE_32F = 68
+_GEMM_DEFAULT = -1
+_DTYPE_CODE = {np.dtype(np.float32): _CUDA_R_32F, np.dtype(np.float16): _CUDA_R_16F}
+
+
+class Kernels:
+    """Attribute access to the extern "C" kernels of one compiled .cu file."""
+
+    def __init__(self, get):
+        self._get, self._cache = get, {}
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        fn = self._cache.get(name)
+        if fn is None:
+            fn = self._cache[name] = self._get(name)
+        return fn
+
+
+class CupyDevice:
+    name = "cuda"
+
+    def __init__(self, device_id: int = 0):
+        import cupy
+        from cupy_backends.cuda.libs import cublas
+
+        self.xp, self._cublas = cupy, cublas
+        cupy.cuda.Device(device_id).use()
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self._modules: dict[tuple, Kernels] = {}
+        self._alpha = np.ones(1, np.float32)
+        self._beta = np.zeros(1, np.float32)
+        props = cupy.cuda.runtime.getDeviceProperties(device_id)
+        self.sm_count = props["multiProcessorCount"]
+        self.max_smem = props["sharedMemPerBlockOptin"]
+        self.device_name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+        self.use()
+
+    def use(self) -> None:
+        """Make the backend's stream current for this thread (cupy array ops follow it)."""
+        self.stream.use()
+
+    # ---- kernels -------------------------------------------------------------------
+    def kernels(self, file: str, **defines) -> Kernels:
+        key = (file, tuple(sorted(defines.items())))
+        if key not in self._modules:
+            source = (KERNELS / f"{file}.cu").read_text()
+            options = ("-std=c++17", f"-I{KERNELS}") + tuple(f"-D{k}={v}" for k, v in key[1])
+            module = self.xp.RawModule(code=source, options=options)
+            self._modules[key] = Kernels(lambda name: _Launcher(module.get_function(name), self))
+        return self._modules[key]
+
+    # ---- memory --------------------------------------------------------------------
+    def ptr(self, a) -> int:
+        return int(a.data.ptr)
+
+    def upload(self, host: np.ndarray):
+        out = self.xp.empty(host.shape, host.dtype)
+        out.set(np.ascontiguousarray(host), stream=self.stream)
+        return out
+
+    def copy_in(self, dst, host: np.ndarray) -> None:
+        """Host -> the first host.size elements of device buffer dst, on the stream."""
+        dst.ravel()[:host.size].set(host.ravel(), stream=self.stream)
+
+    def to_host(self, a) -> np.ndarray:
+        return a.get(stream=self.stream)
+
+    def synchronize(self) -> None:
+        self.stream.synchronize()
+
+    def pinned_empty(self, n: int, dtype) -> np.ndarray:
+        import cupyx
+        return cupyx.empty_pinned((n,), dtype)
+
+    # ---- cuBLAS --------------------------------------------------------------------
+    def gemm(self, x, w, y, accumulate: bool = False) -> None:
+        """y[T, N] (f32) (+)= x[T, K] @ w[N, K]^T, x and w both f16 or both f32."""
+        T, K = x.shape
+        N = w.shape[0]
+        handle = self.xp.cuda.device.get_cublas_handle()
+        self._cublas.setStream(handle, self.stream.ptr)
+        beta = self._alpha if accumulate else self._beta
+        code = _DTYPE_CODE[np.dtype(x.dtype)]
+        # column-major: y^T [N, T] = w [N, K] . x^T [K, T]  (w row-major = (w^T) column-major)
+        self._cublas.gemmEx(handle, _OP_T, _OP_N, N, T, K, self._alpha.ctypes.data,
+                            w.data.ptr, code, K, x.data.ptr, code, K, beta.ctypes.data,
+                            y.data.ptr, _CUDA_R_32F, N, _COMPUTE_32F, _GEMM_DEFAULT)
+
+    # ---- graphs --------------------------------------------------------------------
+    def capture(self, fn):
+        """Run fn() under stream capture; returns (fn's result, a replayable graph)."""
+        self.stream.begin_capture()
+        try:
+            result = fn()
+        finally:
+            graph = self.stream.end_capture()
+        graph.upload(self.stream)
+        return result, _CupyGraph(graph, self.stream)
+
+
+class _Launcher:
+    def __init__(self, fn, dev: CupyDevice):
+        self.fn, self.dev, self.smem_limit = fn, dev, 48 * 1024
+
+    def __call__(self, grid, block, args, smem: int = 0):
+        if smem > self.smem_limit:
+            self.fn.max_dynamic_shared_size_bytes = smem
+            self.smem_limit = smem
+        args = tuple(np.uint64(0) if a is None else a for a in args)
+        self.fn(tuple(grid), tuple(block), args, shared_mem=smem)   # on the current stream
+
+
+class _CupyGraph:
+    def __init__(self, graph, stream):
+        self.graph, self.stream = graph, stream
+
+    def replay(self) -> None:
+        self.graph.launch(self.stream)

@@ -1,0 +1,98 @@
+"""y = W x on the GPU: fused dequantize-and-multiply kernels for a few tokens, cuBLAS for many.
+
+Up to `matvec_max_tokens` rows, matvec.cu reads each weight byte once per 8 tokens, with the
+residual add + RMSNorm of a `Normed` input fused into its prologue and SiLU(gate) * up into
+its epilogue; this path is graph-capturable and exact in f32. Beyond that, the weight is
+dequantized into a reused scratch buffer and multiplied by cuBLAS (f16 tensor cores with f32
+accumulation, or f32), with the norm and SiLU as separate kernels.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from runtime.backends.cuda.weights import QuantLinear
+
+
+@dataclass(slots=True)
+class Normed:
+    """rmsnorm(a + b) * weight, not yet computed; sum_out receives a + b when given."""
+    a: object                   # [T, K] f32
+    b: object | None            # [T, K] f32
+    weight: object              # [K] f32
+    eps: float
+    sum_out: object | None
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.a.shape
+
+
+def materialize(ops, x: Normed, dtype=np.float32):
+    """Run the norm (rms_norm.cu): [T, K] of dtype, and fill x.sum_out."""
+    T, K = x.a.shape
+    out = ops.alloc((T, K), dtype)
+    name = "rms_norm_f32" if np.dtype(dtype) == np.float32 else "rms_norm_f16"
+    getattr(ops.dev.kernels("rms_norm"), name)((T,), (256,), (
+        x.a, x.b, x.weight, np.float32(x.eps), np.int32(K), x.sum_out if x.b is not None else None, out))
+    return out
+
+
+def linear(ops, x, w: QuantLinear, bias=None, act: str | None = None):
+    assert act in (None, "silu_mul"), act
+    T, K = x.shape
+    assert K == w.cols, (K, w.cols)
+    if T <= ops.matvec_max_tokens:
+        return matvec(ops, x, w, bias, act)
+    return gemm(ops, x, w, bias, act)
+
+
+def matvec(ops, x, w: QuantLinear, bias, act):
+    T, K = x.shape
+    if act == "silu_mul" and len(w.qtypes) > 1:     # gate and up rows of different formats
+        return silu_mul(ops, matvec(ops, x, w, bias, None))
+    mode = 1 if act == "silu_mul" else 0
+    n_out = w.rows // 2 if mode else w.rows
+    assert all(s.rows % 2 == 0 for s in w.segments[:-1]), "matvec pairs rows: segments must start at even rows"
+    tk = 1 if T == 1 else 2 if T == 2 else 4 if T <= 4 else 8
+    smem = 0
+    if isinstance(x, Normed):
+        smem = tk * K * 4
+        if smem > ops.dev.max_smem - 1024:
+            x, smem = materialize(ops, x), 0
+    out = ops.alloc((T, n_out), np.float32)
+    per_block = 4 * (1 if mode else 2)
+    grid = ((n_out + per_block - 1) // per_block, (T + tk - 1) // tk)
+    if isinstance(x, Normed):
+        inputs = (None, np.int32(K), np.int32(T), x.a, x.b, x.weight, np.float32(x.eps),
+                  x.sum_out if x.b is not None else None)
+    else:
+        inputs = (x, np.int32(K), np.int32(T), None, None, None, np.float32(0), None)
+    getattr(ops.dev.kernels("matvec"), f"matvec_t{tk}")(grid, (128,), (
+        w.table, np.int32(len(w.segments)), np.int32(K), np.int32(n_out), np.int32(mode), *inputs,
+        bias, out, np.int32(n_out)), smem)
+    return out
+
+
+def gemm(ops, x, w: QuantLinear, bias, act):
+    T, K = x.shape
+    dtype = ops.gemm_dtype
+    h = materialize(ops, x, dtype) if isinstance(x, Normed) else x.astype(dtype)
+    scratch = ops.scratch(w.rows * K, dtype).reshape(w.rows, K)
+    name = "dequant_f32" if np.dtype(dtype) == np.float32 else "dequant_f16"
+    getattr(ops.dev.kernels("dequant"), name)((w.rows,), (64,), (
+        w.table, np.int32(len(w.segments)), np.int32(K), None, np.int32(0), scratch, np.int32(K)))
+    y = ops.alloc((T, w.rows), np.float32)
+    ops.dev.gemm(h, scratch, y)
+    if bias is not None:
+        y += bias
+    return silu_mul(ops, y) if act == "silu_mul" else y
+
+
+def silu_mul(ops, y):
+    T, N = y.shape
+    out = ops.alloc((T, N // 2), np.float32)
+    blocks = min(4096, (T * N // 2 + 255) // 256)
+    ops.dev.kernels("silu_mul").silu_mul((blocks,), (256,), (y, np.int32(T), np.int32(N // 2), out))
+    return out

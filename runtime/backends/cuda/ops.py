@@ -1,0 +1,164 @@
+"""The ops of runtime/backends/__init__.py on an NVIDIA GPU, with CuPy and our own kernels.
+
+Weights stay in their GGUF formats (weights.py). Activations are f32. `rms_norm` returns a
+lazy `Normed` that the next `linear` fuses into its matvec (or materializes for cuBLAS);
+the residual it returns is filled by that same kernel. Decode steps replay one CUDA graph
+per batch-size bucket (graphs.py) through `run_forward`, which DecoderLM.run calls when a
+backend has it. Options:
+
+    kv_dtype           "float16" | "bfloat16" | "float32"   KV cache storage
+    gemm_dtype         "float16" | "float32"                 cuBLAS inputs beyond matvec
+    matvec_max_tokens  rows up to which linear layers use matvec.cu (graph-capturable)
+    graphs             capture decode steps (off: every step eager, for debugging)
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import numpy as np
+from gguf import quants
+
+from runtime.backends import AttentionParams, ForwardBatch
+from runtime.backends.cuda import attention as attn
+from runtime.backends.cuda import linear as lin
+from runtime.backends.cuda.batch import CUDABatch, pack, views
+from runtime.backends.cuda.graphs import DecodeGraphs
+from runtime.backends.cuda.sampler import Logits, Sampler
+from runtime.backends.cuda.weights import QuantLinear, upload_linear
+from runtime.gguf import GGUFTensor
+from runtime.sampling import SampleOutput, SamplingBatch
+
+
+class RopeTables:
+    def __init__(self, cos, sin):
+        self.cos, self.sin = cos, sin    # device f32 [max_pos, D/2]
+
+
+class CUDAOps:
+    name = "cuda"
+
+    def __init__(self, kv_dtype: str = "float16", gemm_dtype: str = "float16",
+                 matvec_max_tokens: int = 8, graphs: bool = True, max_graph_batch: int = 64,
+                 device=None):
+        if kv_dtype not in attn.KV_TYPES or gemm_dtype not in ("float16", "float32"):
+            raise ValueError(f"kv_dtype {kv_dtype!r} / gemm_dtype {gemm_dtype!r} not supported")
+        if device is None:
+            from runtime.backends.cuda.device import CupyDevice
+            device = CupyDevice()
+        self.dev, self.xp = device, device.xp
+        self.kv_ctype, self.dtype = attn.KV_TYPES[kv_dtype][0], np.dtype(attn.KV_TYPES[kv_dtype][1])
+        self.gemm_dtype = np.dtype(gemm_dtype)
+        self.matvec_max_tokens = matvec_max_tokens
+        self.use_graphs, self.max_graph_batch = graphs, max_graph_batch
+        self.sampler = Sampler(self)
+        self.graphs: DecodeGraphs | None = None
+        self.trash_block = 0
+        self._loaded: dict[tuple[str, ...], QuantLinear] = {}
+        self._scratch = None
+        self._arena = None
+
+    # ---- memory --------------------------------------------------------------------
+    def alloc(self, shape, dtype, zero: bool = False):
+        if self._arena is not None:
+            return self._arena.take(shape, dtype, zero)
+        return self.xp.zeros(shape, dtype) if zero else self.xp.empty(shape, dtype)
+
+    @contextmanager
+    def arena(self, arena):
+        self._arena = arena
+        try:
+            yield arena
+        finally:
+            self._arena = None
+
+    def scratch(self, n: int, dtype):
+        """The reused dequantization buffer of the cuBLAS path (grows to the largest layer)."""
+        if self._scratch is None or self._scratch.nbytes < n * np.dtype(dtype).itemsize:
+            self._scratch = self.xp.empty(n * np.dtype(dtype).itemsize, np.uint8)
+        return self._scratch[:n * np.dtype(dtype).itemsize].view(dtype)
+
+    def attention_kernels(self, head_dim: int) -> dict:
+        defines = {"HEAD_DIM": head_dim, "KV_T": self.kv_ctype}
+        return {f: self.dev.kernels(f, **defines) for f in ("attention_decode", "attention_prefill", "rope_kv")}
+
+    # ---- weights, once at load -----------------------------------------------------
+    def linear_weight(self, parts: list[GGUFTensor]) -> QuantLinear:
+        key = tuple(p.name for p in parts)
+        if key not in self._loaded:
+            self.dev.use()
+            self._loaded[key] = upload_linear(self.dev, parts)
+        return self._loaded[key]
+
+    def vector(self, parts: list[GGUFTensor]):
+        values = [np.asarray(quants.dequantize(p.data, p.qtype), np.float32).reshape(-1) for p in parts]
+        return self.dev.upload(np.concatenate(values))
+
+    def embedding(self, table: GGUFTensor) -> QuantLinear:
+        return self.linear_weight([table])
+
+    def rope_cache(self, cos: np.ndarray, sin: np.ndarray) -> RopeTables:
+        return RopeTables(self.dev.upload(cos.astype(np.float32)), self.dev.upload(sin.astype(np.float32)))
+
+    def kv_cache(self, n_layers, num_blocks, block_size, n_kv_heads, head_dim):
+        self.dev.use()
+        self.attention_kernels(head_dim)      # compile (or load from CuPy's cache) now, not mid-request
+        self.trash_block = num_blocks
+        max_blocks = max(1, num_blocks)
+        self.graphs = DecodeGraphs(self, max_blocks, self.max_graph_batch) if self.use_graphs else None
+        return self.xp.zeros((n_layers, 2, (num_blocks + 1) * block_size, n_kv_heads, head_dim), self.dtype)
+
+    # ---- per step ------------------------------------------------------------------
+    def prepare(self, batch: ForwardBatch) -> CUDABatch:
+        self.dev.use()
+        host, where, rows = pack(batch)
+        return views(batch, self.dev.upload(host), where, rows, batch.is_decode)
+
+    def run_forward(self, forward, batch: ForwardBatch, kv) -> Logits:
+        """DecoderLM.run's hook: decode steps through a bucket's CUDA graph."""
+        self.dev.use()
+        size = self.graphs.bucket_size(batch) if self.graphs is not None else 0
+        if not size:
+            values = forward(self.prepare(batch), kv)
+            return Logits(values, values.shape[0])
+        values, stats = self.graphs.run(forward, batch, kv, size)
+        return Logits(values, batch.num_seqs, stats)
+
+    def embed(self, table: QuantLinear, fb: CUDABatch):
+        T = fb.num_tokens
+        out = self.alloc((T, table.cols), np.float32)
+        self.dev.kernels("dequant").dequant_f32((T,), (64,), (
+            table.table, np.int32(len(table.segments)), np.int32(table.cols), fb.ids, np.int32(0), out,
+            np.int32(table.cols)))
+        return out
+
+    def rms_norm(self, x, weight, eps, residual=None):
+        if residual is None:
+            return lin.Normed(x, None, weight, eps, None), x
+        new_residual = self.alloc(x.shape, np.float32)
+        return lin.Normed(x, residual, weight, eps, new_residual), new_residual
+
+    def linear(self, x, weight: QuantLinear, bias=None, act=None):
+        return lin.linear(self, x, weight, bias, act)
+
+    def attention(self, qkv, kv, layer: int, fb: CUDABatch, rope: RopeTables, p: AttentionParams):
+        return attn.attention(self, qkv, kv, layer, fb, rope, p)
+
+    def gather(self, x, fb: CUDABatch):
+        if fb.all_rows:
+            return x
+        idx = fb.rows
+        if isinstance(x, lin.Normed):   # the final norm: only the sampled rows are normed
+            return lin.Normed(self.xp.take(x.a, idx, axis=0),
+                              None if x.b is None else self.xp.take(x.b, idx, axis=0), x.weight, x.eps, None)
+        return self.xp.take(x, idx, axis=0)
+
+    def sample(self, logits, sb: SamplingBatch) -> SampleOutput:
+        self.dev.use()
+        if not isinstance(logits, Logits):
+            logits = Logits(logits, logits.shape[0])
+        return self.sampler.sample(logits, sb)
+
+    def logits_to_host(self, logits) -> np.ndarray:
+        if isinstance(logits, Logits):
+            return self.dev.to_host(logits.values)[:logits.rows]
+        return self.dev.to_host(logits)

@@ -1,0 +1,78 @@
+"""Sampling on the device: only ids and a few numbers per row come back to the host.
+
+`stats` (one kernel, part of the captured decode graph) gives every row its log-sum-exp,
+entropy and argmax, which is all greedy decoding needs. Masks, penalties, temperature,
+top-k/top-p/min-p and top logprobs add eager kernels on the same logits. The choices match
+cpu.py's sampler for the same logits and uniforms (sample_select.cu says how).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from runtime.sampling import SampleOutput, SamplingBatch
+
+
+@dataclass(slots=True)
+class Logits:
+    values: object              # device f32 [R, V] (R >= rows: graph buckets pad)
+    rows: int                   # real rows
+    stats: tuple | None = None  # (out [3, R], lse [R]) from sample_stats when already run
+
+
+class Sampler:
+    def __init__(self, ops):
+        self.ops, self.dev = ops, ops.dev
+
+    def stats(self, logits):
+        """(out [3, R] = ids as int bits, logprobs, entropies; lse [R]) for every row."""
+        R, V = logits.shape
+        out = self.ops.alloc((3, R), np.float32)
+        lse = self.ops.alloc((R,), np.float32)
+        self.dev.kernels("sample_stats").sample_stats((R,), (1024,), (logits, np.int32(V), np.int32(V), out, lse))
+        return out, lse
+
+    def sample(self, logits: Logits, sb: SamplingBatch) -> SampleOutput:
+        dev, xp = self.dev, self.dev.xp
+        x, n = logits.values, logits.rows
+        V = x.shape[1]
+        out, lse = logits.stats or self.stats(x[:n])
+        if sb.masks is not None or sb.any_penalty or not sb.all_greedy:
+            out = xp.ascontiguousarray(out[:, :n])
+            up = lambda a, dt: dev.upload(np.ascontiguousarray(a, dtype=dt))  # noqa: E731
+            chosen = x[:n]
+            if sb.any_penalty:
+                chosen = xp.ascontiguousarray(x[:n])
+                self._penalize(chosen, sb, up)
+            masks = None if sb.masks is None else up(sb.masks, np.int32)
+            probs = xp.empty((n, V), np.float32)
+            dev.kernels("sample_select").sample_select((n,), (1024,), (
+                chosen, x[:n], np.int32(V), np.int32(V), masks,
+                np.int32(0 if sb.masks is None else sb.masks.shape[1]), up(sb.temperature, np.float32),
+                up(sb.top_k, np.int32), up(sb.top_p, np.float32), up(sb.min_p, np.float32),
+                up(sb.uniforms, np.float32), lse[:n],
+                probs, out))
+        top_ids = top_lp = None
+        if sb.num_top:
+            k = sb.num_top
+            ids_d, lp_d = xp.empty((n, k), np.int32), xp.empty((n, k), np.float32)
+            dev.kernels("topk_logprobs").topk_logprobs((n,), (1024,), (
+                x[:n], np.int32(V), np.int32(V), lse[:n], np.int32(k), ids_d, lp_d))
+            top_ids, top_lp = dev.to_host(ids_d).astype(np.int64), dev.to_host(lp_d)
+        host = dev.to_host(out)
+        return SampleOutput(host[0, :n].view(np.int32).astype(np.int64), host[1, :n].copy(),
+                            host[2, :n].copy(), top_ids, top_lp)
+
+    def _penalize(self, logits, sb: SamplingBatch, up) -> None:
+        kern = self.dev.kernels("penalize").penalize
+        V = logits.shape[1]
+        rep, freq, pres = up(sb.repetition, np.float32), up(sb.frequency, np.float32), up(sb.presence, np.float32)
+        for mode, rows, ids, counts in ((0, sb.seen_rows, sb.seen_ids, None),
+                                        (1, sb.out_rows, sb.out_ids, sb.out_counts)):
+            if len(ids) == 0:
+                continue
+            kern(((len(ids) + 255) // 256,), (256,), (
+                logits, np.int32(V), up(rows, np.int32), up(ids, np.int32),
+                None if counts is None else up(counts, np.float32), np.int32(len(ids)), rep, freq, pres,
+                np.int32(mode)))

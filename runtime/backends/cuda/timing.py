@@ -1,0 +1,149 @@
+"""Kernel timings for check.py on a GPU: each memory-bound kernel in the shapes of a Qwen3
+1.7B Q4_K_M decode step, replayed from a CUDA graph (as the engine runs them) over enough
+copies of its weights to miss the 50 MB L2, against the measured copy bandwidth.
+
+Time is the median over replays of (graph time / launches in it), so it includes the
+per-kernel launch gap a decode step pays; GB/s counts bytes the kernel must move.
+"""
+from __future__ import annotations
+
+import numpy as np
+from gguf import GGMLQuantizationType as Q
+
+from runtime.backends import AttentionParams, ForwardBatch
+from runtime.backends.cuda.batch import pack, views
+from runtime.backends.cuda.graphs import Arena
+from runtime.backends.cuda.linear import Normed
+from runtime.gguf import GGUFTensor
+from runtime.synthetic import random_kquant
+
+L2_BYTES = 50 << 20
+
+
+def events_ms(dev, fn, reps: int = 7) -> tuple[float, float, float]:
+    """(median, min, max) milliseconds of fn() on the stream, after one warm-up call."""
+    cp = dev.xp
+    fn()
+    times = []
+    for _ in range(reps):
+        a, b = cp.cuda.Event(), cp.cuda.Event()
+        a.record(dev.stream)
+        fn()
+        b.record(dev.stream)
+        b.synchronize()
+        times.append(cp.cuda.get_elapsed_time(a, b))
+    return float(np.median(times)), min(times), max(times)
+
+
+def copy_bandwidth(dev) -> float:
+    """Device-to-device copy, bytes read + written per second."""
+    cp = dev.xp
+    src, dst = cp.ones(1 << 30, np.uint8), cp.empty(1 << 30, np.uint8)
+    ms, _, _ = events_ms(dev, lambda: cp.copyto(dst, src), reps=10)
+    return 2 * src.nbytes / (ms * 1e-3)
+
+
+def graph_us(ops, launch, copies: int, per_copy: int = 4) -> float:
+    """Microseconds per launch of launch(i) replayed from one graph cycling through copies
+    (buffers recorded by an eager pass, as graphs.py does, so the capture allocates nothing)."""
+    n, dev = copies * per_copy, ops.dev
+    arena = Arena(dev.xp)
+    with ops.arena(arena):
+        for i in range(n):
+            launch(i % copies)
+    arena.replay()
+    with ops.arena(arena):
+        _, graph = dev.capture(lambda: [launch(i % copies) for i in range(n)])
+    ms, _, _ = events_ms(dev, graph.replay)
+    return ms * 1e3 / n
+
+
+def cublas_capture_error(ops) -> str | None:
+    """None if a cuBLAS GEMM can be captured into a CUDA graph here, else the error."""
+    import cupy
+    from cupy_backends.cuda.libs.cublas import CUBLASError
+    xp = ops.dev.xp
+    x, w, y = xp.ones((16, 256), np.float16), xp.ones((256, 256), np.float16), xp.empty((16, 256), np.float32)
+    try:
+        _, graph = ops.dev.capture(lambda: ops.dev.gemm(x, w, y))
+        graph.replay()
+        ops.dev.synchronize()
+    except (CUBLASError, cupy.cuda.runtime.CUDARuntimeError, cupy.cuda.driver.CUDADriverError) as e:
+        return f"{type(e).__name__}: {e}"
+    return None if float(y[0, 0]) == 256.0 else "wrong result"
+
+
+def weight(qtype: Q, rows: int, cols: int, rng) -> GGUFTensor:
+    if qtype in (Q.Q4_K, Q.Q5_K, Q.Q6_K):
+        data = random_kquant(rows, cols, qtype, rng, 0.5)
+    else:
+        assert qtype == Q.Q8_0
+        blocks = rng.integers(-127, 128, (rows * cols // 32, 34), dtype=np.int8).view(np.uint8)
+        blocks[:, :2] = np.full((len(blocks), 1), 0.01, np.float16).view(np.uint8)
+        data = blocks.reshape(rows, -1)
+    return GGUFTensor("w", qtype, (rows, cols), data)
+
+
+def report(ops) -> list[dict]:
+    dev, xp, rng = ops.dev, ops.dev.xp, np.random.default_rng(0)
+    bw = copy_bandwidth(dev)
+    rows = []
+
+    def add(name, us, nbytes):
+        rows.append({"kernel": name, "us": us, "GB/s": nbytes / us / 1e3, "of_copy": nbytes / us / 1e3 / (bw / 1e9)})
+
+    H, F, V = 2048, 6144, 151936
+    shapes = [("qkv (norm fused)", Q.Q4_K, 4096, H, None, True), ("o_proj", Q.Q4_K, H, H, None, False),
+              ("gate_up+silu (norm fused)", Q.Q4_K, 2 * F, H, "silu_mul", True), ("down", Q.Q6_K, H, F, None, False),
+              ("down", Q.Q4_K, H, F, None, False), ("lm_head", Q.Q6_K, V, H, None, True),
+              ("gate_up+silu", Q.Q8_0, 2 * F, H, "silu_mul", False)]
+    for name, qtype, n, k, act, normed in shapes:
+        t = weight(qtype, n, k, rng)
+        w0 = ops.linear_weight([t])
+        copies = max(1, min(16, -(-2 * L2_BYTES // w0.nbytes)))
+        ws = [w0] + [ops.linear_weight([GGUFTensor(f"w{i}", qtype, t.shape, t.data)]) for i in range(1, copies)]
+        for T in (1, 8, 16, 64):
+            x = xp.asarray(rng.standard_normal((T, k)).astype(np.float32))
+            r, nw = xp.asarray(rng.standard_normal((T, k)).astype(np.float32)), xp.ones(k, np.float32)
+            inp = Normed(x, r, nw, 1e-6, xp.empty((T, k), np.float32)) if normed else x
+            ops.matvec_max_tokens = 64
+            us = graph_us(ops, lambda i: ops.linear(inp, ws[i], act=act), copies)
+            add(f"matvec T={T} {name} {qtype.name} [{n}x{k}]", us, w0.nbytes + 4 * T * (k + n))
+            if T >= 16:       # the cuBLAS path, eager: dequantize to f16 scratch + GEMM
+                ops.matvec_max_tokens = 8
+                ms, _, _ = events_ms(dev, lambda: ops.linear(inp, ws[0], act=act))
+                add(f"dequant+cublas-f16 T={T} {name} {qtype.name} [{n}x{k}] (eager)", ms * 1e3,
+                    w0.nbytes + 4 * T * (k + n))
+        ops.matvec_max_tokens = 8
+        ops._loaded.clear()
+
+    D, Hq, Hkv, bs = 128, 16, 8, 16
+    cos, sin = np.ones((8192, D // 2), np.float32), np.zeros((8192, D // 2), np.float32)
+    rope = ops.rope_cache(cos, sin)
+    p = AttentionParams(Hq, Hkv, D, D ** -0.5, False, 1e-6, xp.ones(D, np.float32), xp.ones(D, np.float32))
+    for B, L in ((1, 384), (1, 4096), (64, 384)):
+        nblk = -(-L // bs)
+        kv = xp.asarray(rng.standard_normal((1, 2, (B * nblk + 1) * bs, Hkv, D)).astype(np.float16))
+        tables = np.arange(B * nblk, dtype=np.int32).reshape(B, nblk)
+        pos = np.full(B, L - 1, np.int32)
+        fb = ForwardBatch(np.zeros(B, np.int32), pos, (tables[:, -1] * bs + (L - 1) % bs).astype(np.int32),
+                          np.arange(B + 1, dtype=np.int32), np.full(B, L, np.int32), tables,
+                          np.arange(B, dtype=np.int32), bs)
+        host, where, nr = pack(fb)
+        cfb = views(fb, dev.upload(host), where, nr, True)
+        qkv = xp.asarray(rng.standard_normal((B, (Hq + 2 * Hkv) * D)).astype(np.float32))
+        us = graph_us(ops, lambda i: ops.attention(qkv, kv, 0, cfb, rope, p), 1, 16)
+        add(f"attention_decode B={B} L={L} (Hq 16, Hkv 8, D 128, f16)", us, 2 * B * L * Hkv * D * 2)
+
+    for R in (1, 64):
+        logits = xp.asarray(rng.standard_normal((R, V)).astype(np.float32))
+        us = graph_us(ops, lambda i: ops.sampler.stats(logits), 1, 16)
+        add(f"sample_stats rows={R} V={V}", us, 4 * R * V)
+
+    err = cublas_capture_error(ops)
+    print(f"\ncuBLAS inside a CUDA graph capture: {'works' if err is None else err}")
+    print(f"device copy bandwidth {bw / 1e9:.0f} GB/s (read + write)")
+    print(f"{'kernel':72s} {'us':>8s} {'GB/s':>7s} {'of copy':>8s}")
+    for r in rows:
+        print(f"{r['kernel']:72s} {r['us']:8.2f} {r['GB/s']:7.0f} {100 * r['of_copy']:7.0f}%")
+    return rows
