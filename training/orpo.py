@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -18,7 +19,11 @@ from datasets import Dataset
 from peft import LoraConfig
 from transformers import PreTrainedModel, TrainerCallback
 from transformers.trainer_callback import PrinterCallback
-from trl.experimental.orpo import ORPOConfig, ORPOTrainer
+
+with warnings.catch_warnings():
+    # TRL warns that trl.experimental may change; we pin trl below 2 and test what we use of it
+    warnings.filterwarnings("ignore", message="You are importing from 'trl.experimental'")
+    from trl.experimental.orpo import ORPOConfig, ORPOTrainer
 
 from training.dataset import PreferencePair, check_lengths
 from training.loss import orpo_loss
@@ -60,6 +65,9 @@ class ProgressCallback(TrainerCallback):
 
     def __init__(self, emit: Progress):
         self.emit, self.start = emit, time.monotonic()
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.start = time.monotonic()        # the ETA counts training steps, not the scoring before
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not logs or "loss" not in logs:

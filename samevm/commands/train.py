@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 from training.dataset import load_jsonl
@@ -44,13 +45,17 @@ def params_from(args) -> OrpoParams:
     return OrpoParams(**given)        # pydantic's ValidationError is a ValueError: cli.py prints it
 
 
+_T0 = time.monotonic()
+
+
 def _print_progress(kind: str, **e) -> None:
     if kind == "progress":
         margin = e["reward_margin"]
         print(f"step {e['step']}/{e['max_steps']}  loss {e['loss']:.4f}  reward margin "
               f"{margin if margin is None else round(margin, 4)}  eta {e['eta_s']:.0f} s", file=sys.stderr)
     elif kind in ("stage", "state"):
-        print(f"[{e[kind]}]", " ".join(f"{k}={v}" for k, v in e.items() if k != kind), file=sys.stderr)
+        print(f"[{e[kind]}] {time.monotonic() - _T0:.1f} s", " ".join(f"{k}={v}" for k, v in e.items() if k != kind),
+              file=sys.stderr)
 
 
 def run(args, settings) -> int:

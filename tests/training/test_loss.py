@@ -54,9 +54,8 @@ def test_gradient_raises_chosen_and_lowers_rejected():
 
 
 def test_our_trainer_keeps_trls_odds_ratio_contract():
+    from training.orpo import OrpoTrainer  # first: it imports trl.experimental without TRL's warning
     from trl.experimental.orpo import ORPOTrainer
-
-    from training.orpo import OrpoTrainer
     me = SimpleNamespace(beta=0.3, accelerator=SimpleNamespace(device=torch.device("cpu")))
     rng = np.random.default_rng(7)
     c = torch.tensor(-rng.uniform(0.01, 5, 8), dtype=torch.float32)
