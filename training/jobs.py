@@ -13,6 +13,7 @@ process, if still alive, is stopped and the job marked failed with the reason.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -29,6 +30,7 @@ from training.revisions import RevisionStore
 from training.runner import API_KEY_ENV
 
 TERMINAL = ("succeeded", "failed", "cancelled")
+JOB_ID = re.compile(r"job-[0-9a-f]{12}")
 KILL_GRACE_S = 10.0
 LOG_TAIL_LINES = 40
 
@@ -58,7 +60,7 @@ class JobManager:
 
     # ---- files ------------------------------------------------------------------------
     def _dir(self, job_id: str) -> Path:
-        if not job_id.startswith("job-") or not (self.jobs_dir / job_id / "job.json").is_file():
+        if not JOB_ID.fullmatch(job_id) or not (self.jobs_dir / job_id / "job.json").is_file():
             raise JobNotFound(f"no job {job_id!r}")
         return self.jobs_dir / job_id
 
