@@ -105,7 +105,7 @@ async def create(state: ServerState, req: ChatCompletionRequest, request: Reques
     if last is None:                        # the client went away; nobody reads this
         return error_response(499, "client closed the request")
     message, errors = out.message()
-    finish(state, last, stamps, arrival, errors)
+    record(state, last, stamps, arrival, errors)
     body = {**base, "object": "chat.completion",
             "choices": [{"index": 0, "message": message,
                          "logprobs": {"content": chat_logprobs(engine, logprobs)} if p.logprobs else None,
@@ -114,7 +114,7 @@ async def create(state: ServerState, req: ChatCompletionRequest, request: Reques
     return JSONResponse(body, headers=headers(gen))
 
 
-def finish(state: ServerState, last: Delta, stamps: list[float], arrival: float, errors: list[str]) -> None:
+def record(state: ServerState, last: Delta, stamps: list[float], arrival: float, errors: list[str]) -> None:
     state.metrics.observe_tokens(stamps[:last.completion_tokens], arrival, last.prompt_tokens)
     state.metrics.tool_call_errors.inc(len(errors))
 
@@ -145,7 +145,7 @@ async def stream(state: ServerState, loop: EngineLoop, gen: Generation, p: ChatP
     if last is None:
         return
     _, errors = out.message()
-    finish(state, last, stamps, arrival, errors)
+    record(state, last, stamps, arrival, errors)
     yield chunk({}, finish_reason="tool_calls" if out.has_calls else last.finish_reason,
                 samevm=extension(gen, last, errors))
     if include_usage:

@@ -196,7 +196,8 @@ def test_routes_answer_without_the_v1_prefix(server):
     bare = server.post("/chat/completions", json=body).json()
     assert bare["choices"][0]["message"] == with_v1["choices"][0]["message"]
     assert server.get("/models").json()["data"][0]["id"] == server.model_id
-    assert server.post("/completions", json={"model": server.model_id, "prompt": "hi", "max_tokens": 2}).status_code == 200
+    r = server.post("/completions", json={"model": server.model_id, "prompt": "hi", "max_tokens": 2})
+    assert r.status_code == 200
 
 
 def test_sampling_knobs_reach_the_sampler(server):

@@ -90,6 +90,21 @@ def test_an_api_key_guards_everything_but_health_and_metrics(tiny_gguf, tmp_path
             assert r.status_code == 200, (path, r.text)
 
 
+def test_no_resume_serves_the_configured_model(tiny_gguf, tmp_path):
+    base, new = tiny_gguf("qwen2"), tiny_gguf("qwen2", seed=1)
+    with TestClient(create_app(config(base, tmp_path), start=loading.start), client=("127.0.0.1", 1)) as c:
+        wait_healthy(c)
+        assert c.post("/admin/reload", json={"path": new, "revision": "r3"}).status_code == 200
+    for resume in (True, False):
+        with TestClient(create_app(config(base, tmp_path, resume=resume)), client=("127.0.0.1", 1)) as c:
+            wait_healthy(c)
+            revision = c.get("/v1/models").json()["data"][0]["revision"]
+            if resume:
+                assert revision == "r3"
+            else:
+                assert revision != "r3" and c.get("/admin/revisions").json()["last_known_good"] == "r3"
+
+
 def test_off_loopback_without_a_key_is_refused(tmp_path):
     with pytest.raises(ValueError, match="API key"):
         config("m.gguf", tmp_path, host="0.0.0.0")
