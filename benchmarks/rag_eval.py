@@ -55,6 +55,13 @@ def evaluate(index, questions, collection, mode, rerank) -> dict:
             "median_query_s": round(sorted(seconds)[n // 2], 4), "ranks": ranks}
 
 
+def run(index, questions, collection, mode, rerank) -> dict:
+    r = evaluate(index, questions, collection, mode, rerank)
+    print(f"{len(questions)} questions  {mode:>6} + {rerank or 'none':<13} " +
+          "  ".join(f"{k} {v}" for k, v in r.items() if k.startswith(("recall", "mrr"))), file=sys.stderr)
+    return r
+
+
 def reachable(url: str) -> str | None:
     import httpx
     try:
@@ -72,6 +79,10 @@ def main() -> int:
     p.add_argument("--cross-encoder", type=Path, default=None, help="a local HF cross-encoder folder")
     p.add_argument("--llm-url", default=None, help="OpenAI-compatible runtime for the llm reranker")
     p.add_argument("--llm-model", default="default")
+    p.add_argument("--llm-questions", type=int, default=0,
+                   help="run the llm comparison on the first N questions only (0: all); on a CPU "
+                        "runtime each scored passage costs seconds")
+    p.add_argument("--llm-rerank-top", type=int, default=20, help="passages the llm rescores per query")
     p.add_argument("--chunk-tokens", type=int, default=200)
     p.add_argument("--chunk-overlap", type=int, default=40)
     args = p.parse_args()
@@ -101,14 +112,15 @@ def main() -> int:
     why = reachable(args.llm_url) if args.llm_url else "no runtime URL given (--llm-url)"
     if why:
         not_measured["llm"] = why
-    else:
-        configs.append(("hybrid", "llm"))
-    results = []
-    for mode, rerank in configs:
-        r = evaluate(index, questions, collection, mode, rerank)
-        results.append(r)
-        print(f"{mode:>6} + {rerank or 'none':<13} " + "  ".join(f"{k} {v}" for k, v in r.items()
-                                                                  if k.startswith(("recall", "mrr"))))
+    results = [run(index, questions, collection, mode, rerank) for mode, rerank in configs]
+    llm = None
+    if not why:    # the llm beside the rerankers it competes with, on the same (sub)set and depth
+        from rag.rerank_llm import LlmReranker   # a CPU runtime needs minutes per query: wait for it
+        index.rerankers.backends["llm"] = LlmReranker(args.llm_url, args.llm_model, timeout=900)
+        subset = questions[:args.llm_questions or len(questions)]
+        index.rerank_top = args.llm_rerank_top
+        llm = {"questions": len(subset), "rerank_top": args.llm_rerank_top, "model": args.llm_model,
+               "results": [run(index, subset, collection, "hybrid", r) for r in (None, "embedding", "llm")]}
     report = {
         "benchmark": "rag_eval", "questions_file": str(args.questions), "questions": len(questions),
         "documents": spec["documents"], "chunks": index.store.collection(collection).count(),
@@ -116,7 +128,7 @@ def main() -> int:
         "settings": {"embedding": index.embedder.name, "chunk_tokens": index.chunk_tokens,
                      "chunk_overlap": index.chunk_overlap, "candidates": index.candidates,
                      "rerank_top": index.rerank_top, "fusion": "reciprocal rank, k=60"},
-        "results": results, "not_measured": not_measured,
+        "results": results, "llm_comparison": llm, "not_measured": not_measured,
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version()},
         "versions": {m: version(m) for m in ("chromadb", "bm25s", "pypdf", "sentence-transformers", "torch")},
         "git_commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip(),
