@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 
 import openai
 import pytest
@@ -229,3 +230,13 @@ def test_completion_prompt_over_the_context(server):
     r = server.post("/v1/completions", json={"model": server.model_id, "prompt": "hello " * 3000})
     assert r.status_code == 400
     assert r.json()["error"]["code"] == "context_length_exceeded" and r.json()["error"]["param"] == "prompt"
+
+
+def test_usage_reports_prompt_tokens_served_from_the_prefix_cache(server):
+    messages = [{"role": "user", "content": f"{uuid.uuid4().hex} tell me about the lazy dog and the fox"}]
+    kw = dict(model=server.model_id, messages=messages, max_tokens=2, temperature=0)
+    first = server.client().chat.completions.create(**kw).usage
+    second = server.client().chat.completions.create(**kw).usage
+    assert first.prompt_tokens == second.prompt_tokens > 32
+    assert first.prompt_tokens_details.cached_tokens == 0
+    assert second.prompt_tokens_details.cached_tokens >= 16          # whole 16-token blocks
