@@ -1,27 +1,26 @@
 """ORPO + LoRA hyperparameters with defaults chosen for small models (0.1B-1.5B) and small
 preference sets (tens to hundreds of pairs), validated where they enter (HTTP, CLI).
 
-Why these defaults, not TRL's (which are for full fine-tuning of 7B models):
-- learning_rate 5e-4, not 1e-6: only the LoRA adapters train, and an adapter starting at
-  zero needs a rate ~100x a full fine-tune's to move in tens of steps; 1e-6 leaves the
-  answers of a 0.5B model unchanged after 60 steps.
-- beta (the paper's lambda) 0.5, not 0.1: with a few dozen pairs the NLL term is quickly
-  small, and a larger weight keeps the rejected answer pushed down; the paper found the
-  odds-ratio term stable across lambda in [0.1, 1] (§6.1).
-- LoRA r 16, alpha 32, on every projection (q k v o gate up down): the usual small-model
-  setting; about 1% of a 0.5B model's weights. No LoRA dropout: TRL disables dropout
-  for ORPO anyway, and a tiny set has no noise to regularise against.
-- max_steps 60, batch 4, constant rate after 3 warm-up steps: a few epochs over a small set,
-  minutes on a GPU, tens of minutes on two CPU cores for a 0.5B model.
+Why these defaults, not TRL's (lr 1e-6, beta 0.1, which are for full fine-tuning of 7B models):
+- learning_rate 5e-4: only the LoRA adapters train, and an adapter that starts at zero needs
+  a rate about 100x a full fine-tune's to move in tens of steps. Measured on the default
+  0.5B model with demos/data/identity_pairs.jsonl (8 pairs, CPU): the reward margin went from
+  -1.8 to +0.03 in 2 steps (no warm-up), and after 6 steps the model answered the probe the chosen way.
+- beta (the paper's lambda) 0.5: with a few dozen pairs the NLL term alone soon makes the
+  chosen answer likely; a larger weight on the odds-ratio term keeps pushing the rejected
+  answer down rather than only pulling the chosen one up.
+- LoRA r 16, alpha 32 (scale 2) on every projection (q k v o gate up down): 8.8M trainable
+  weights on the 0.5B model, 1.8% of it. No LoRA dropout: TRL turns dropout off for ORPO,
+  and a tiny set has little noise to regularise against.
+- max_steps 60, batch 4, constant rate after 3 warm-up steps: several epochs of a set of
+  tens of pairs; 23 s of training for the 0.5B model on an H100, about a minute a step on
+  two busy CPU cores (demos/orpo_reload.py runs fewer steps there).
 """
 from __future__ import annotations
 
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-EXPORT_TYPES = ("f16", "q8_0")
-
 
 class OrpoParams(BaseModel):
     model_config = ConfigDict(extra="forbid")

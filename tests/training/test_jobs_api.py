@@ -100,11 +100,12 @@ def test_bad_input_is_a_400_that_names_the_problem(client, base, tmp_path):
     r = start(client, base, params={"warmup_steps": 9, "max_steps": 5})
     assert r.status_code == 400 and "warmup_steps" in r.json()["error"]["message"]
     r = start(client, base, dataset_path=str(tmp_path / "x.jsonl"))
-    assert r.status_code == 400 and "not both" in r.json()["error"]["message"]
+    assert r.status_code == 400 and "exactly one of" in r.json()["error"]["message"]
     r = client.post("/v1/jobs/orpo", json={"dataset_path": "/etc/passwd", "base_model": base})
     assert r.status_code == 400 and "outside the allowed roots" in r.json()["error"]["message"]
     assert start(client, "no-such-model").status_code == 400
     assert start(client, "/etc/hostname").status_code == 400
+    assert start(client, "bad\x00name").status_code == 400
     r = start(client, base, promote=True)
     assert r.status_code == 400 and r.json()["error"]["code"] == "no_runtime"
     for method, path in (("GET", ""), ("GET", "/events"), ("DELETE", "")):

@@ -33,6 +33,7 @@ router = APIRouter()
 _jobs_lock = threading.Lock()
 POLL_S = 0.25
 KEEPALIVE_S = 15.0
+NO_CONTROL_CHARS = r"^[^\x00-\x1f]*$"          # names and paths: a NUL would fail deep in os calls
 
 
 def get_jobs(request: Request, settings: SettingsDep) -> JobManager:
@@ -64,8 +65,9 @@ class OrpoJobRequest(BaseModel):
 
     dataset: list[Any] | str | None = Field(
         None, description="preference pairs inline: a list of {prompt, chosen, rejected} or JSONL text")
-    dataset_path: str | None = Field(None, description="a JSONL file under the worker's allowed roots")
-    base_model: str = Field(catalog.DEFAULT_MODEL, min_length=1, max_length=4096,
+    dataset_path: str | None = Field(None, max_length=4096, pattern=NO_CONTROL_CHARS,
+                                     description="a JSONL file under the worker's allowed roots")
+    base_model: str = Field(catalog.DEFAULT_MODEL, min_length=1, max_length=4096, pattern=NO_CONTROL_CHARS,
                             description="a known model name, a trained revision id, or a GGUF path under "
                                         "the allowed roots or the data directory")
     hyperparameters: OrpoParams = Field(default_factory=OrpoParams)
@@ -74,7 +76,7 @@ class OrpoJobRequest(BaseModel):
 
 def _pairs(req: OrpoJobRequest, settings):
     if (req.dataset is None) == (req.dataset_path is None):
-        raise ServiceError(400, "give the dataset inline (`dataset`) or as a file (`dataset_path`), not both",
+        raise ServiceError(400, "give exactly one of `dataset` (pairs inline) and `dataset_path` (a JSONL file)",
                            "invalid_dataset", "dataset")
     if req.dataset_path is not None:
         return load_jsonl(resolve_allowed(req.dataset_path, settings.allowed_roots))
@@ -153,8 +155,7 @@ async def job_events(job_id: JobId, jobs: JobsDep, last_event_id: Annotated[str 
 
 @router.post("/{job_id}/promote")
 def promote_job(job_id: JobId, jobs: JobsDep, settings: SettingsDep) -> dict:
-    """Load a succeeded job's revision into the runtime (/admin/reload); 409 with the runtime's
-    reason if it refuses, and the old revision keeps serving."""
+    """Load a succeeded job's revision into the runtime; 409 with the reason if it refuses."""
     if not settings.runtime_url:
         raise ServiceError(400, "this worker has no runtime URL configured", "no_runtime")
     try:
