@@ -73,6 +73,7 @@ def test_worker_process_serves_and_the_cli_uses_it(tmp_path, docs):
         proc.wait(timeout=30)
 
 
-def test_worker_refuses_to_listen_off_loopback_without_a_key(tmp_path):
-    r = samevm("worker", "--host", "0.0.0.0", home=tmp_path / "home", port=free_port(), timeout=60)
-    assert r.returncode == 2 and "API key" in r.stderr
+def test_worker_refuses_to_listen_off_loopback_without_a_key(tmp_path, capsys):
+    from samevm.cli import main
+    assert main(["--home", str(tmp_path / "home"), "worker", "--host", "0.0.0.0"]) == 2
+    assert "API key" in capsys.readouterr().err
