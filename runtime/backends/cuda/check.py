@@ -204,7 +204,9 @@ def check_sampling(ops: CUDAOps, rng, V: int = 5000) -> list[Result]:
 
         def allowed(self):
             return self.words
-    rows = []
+    rows = [(SamplingParams(temperature=t, top_k=k, top_p=tp, min_p=mp, seed=int(rng.integers(1 << 40))),
+             list(rng.integers(0, V, 30)), 12)
+            for t, k, tp, mp in ((1.0, 0, 1.0, 0.0), (0.7, 5, 1.0, 0.0), (1.2, 0, 0.8, 0.0), (1.0, 0, 1.0, 0.1))]
     for i in range(16):
         p = SamplingParams(temperature=float(rng.choice([0, 0.6, 1.0, 1.4])), top_k=int(rng.choice([0, 3, 40])),
                            top_p=float(rng.choice([1.0, 0.9, 0.4])), min_p=float(rng.choice([0.0, 0.02])),

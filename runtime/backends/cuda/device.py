@@ -23,6 +23,10 @@ _GEMM_DEFAULT = -1
 _DTYPE_CODE = {np.dtype(np.float32): _CUDA_R_32F, np.dtype(np.float16): _CUDA_R_16F}
 
 
+class CaptureError(RuntimeError):
+    """Something in a forward pass cannot be captured into a CUDA graph."""
+
+
 class Kernels:
     """Attribute access to the extern "C" kernels of one compiled .cu file."""
 
@@ -49,7 +53,7 @@ class CupyDevice:
         cupy.cuda.Device(device_id).use()
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self._modules: dict[tuple, Kernels] = {}
-        self._alpha = np.ones(1, np.float32)
+        self._alpha = np.ones(1, np.float32)    # host scalars for cuBLAS, kept alive
         self._beta = np.zeros(1, np.float32)
         props = cupy.cuda.runtime.getDeviceProperties(device_id)
         self.sm_count = props["multiProcessorCount"]
@@ -67,6 +71,9 @@ class CupyDevice:
         if key not in self._modules:
             source = (KERNELS / f"{file}.cu").read_text()
             options = ("-std=c++17", f"-I{KERNELS}") + tuple(f"-D{k}={v}" for k, v in key[1])
+            headers = Path(self.xp.cuda.get_cuda_path() or "/usr/local/cuda") / "include"
+            if (headers / "cuda_fp16.h").exists():
+                options += (f"-I{headers}",)
             module = self.xp.RawModule(code=source, options=options)
             self._modules[key] = Kernels(lambda name: _Launcher(module.get_function(name), self))
         return self._modules[key]
@@ -95,28 +102,37 @@ class CupyDevice:
         return cupyx.empty_pinned((n,), dtype)
 
     # ---- cuBLAS --------------------------------------------------------------------
-    def gemm(self, x, w, y, accumulate: bool = False) -> None:
-        """y[T, N] (f32) (+)= x[T, K] @ w[N, K]^T, x and w both f16 or both f32."""
+    def gemm(self, x, w, y, out_col0: int = 0) -> None:
+        """y[:, c0:c0 + N] (f32) = x[T, K] @ w[N, K]^T, x and w both f16 or both f32."""
         T, K = x.shape
-        N = w.shape[0]
+        N, ldy = w.shape[0], y.shape[1]
         handle = self.xp.cuda.device.get_cublas_handle()
         self._cublas.setStream(handle, self.stream.ptr)
-        beta = self._alpha if accumulate else self._beta
+        self._cublas.setPointerMode(handle, 0)            # alpha, beta on the host
         code = _DTYPE_CODE[np.dtype(x.dtype)]
         # column-major: y^T [N, T] = w [N, K] . x^T [K, T]  (w row-major = (w^T) column-major)
         self._cublas.gemmEx(handle, _OP_T, _OP_N, N, T, K, self._alpha.ctypes.data,
-                            w.data.ptr, code, K, x.data.ptr, code, K, beta.ctypes.data,
-                            y.data.ptr, _CUDA_R_32F, N, _COMPUTE_32F, _GEMM_DEFAULT)
+                            w.data.ptr, code, K, x.data.ptr, code, K, self._beta.ctypes.data,
+                            y.data.ptr + 4 * out_col0, _CUDA_R_32F, ldy, _COMPUTE_32F, _GEMM_DEFAULT)
 
     # ---- graphs --------------------------------------------------------------------
     def capture(self, fn):
-        """Run fn() under stream capture; returns (fn's result, a replayable graph)."""
+        """Run fn() under stream capture; returns (fn's result, a replayable graph). A
+        failure inside ends the capture and is raised as CaptureError."""
+        cupy = self.xp
         self.stream.begin_capture()
         try:
             result = fn()
-        finally:
-            graph = self.stream.end_capture()
-        graph.upload(self.stream)
+        except (cupy.cuda.runtime.CUDARuntimeError, cupy.cuda.driver.CUDADriverError,
+                self._cublas.CUBLASError) as e:
+            try:
+                self.stream.end_capture()
+            except cupy.cuda.runtime.CUDARuntimeError as again:   # the capture was invalidated
+                e.add_note(f"ending the capture: {again}")
+            raise CaptureError(str(e)) from e
+        graph = self.stream.end_capture()
+        if hasattr(graph, "upload"):
+            graph.upload(self.stream)
         return result, _CupyGraph(graph, self.stream)
 
 

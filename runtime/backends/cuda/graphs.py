@@ -7,12 +7,16 @@ inputs into the bucket's static buffer and replay: one Python call per step.
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
 
 from runtime.backends import ForwardBatch
 from runtime.backends.cuda.batch import CUDABatch, layout, pack, views
+from runtime.backends.cuda.device import CaptureError
+
+log = logging.getLogger(__name__)
 
 
 class Arena:
@@ -52,12 +56,16 @@ class DecodeGraphs:
         self.ops, self.max_blocks, self.max_bucket = ops, max_blocks_per_seq, max_bucket
         self.buckets: dict[int, Bucket] = {}
 
+    @staticmethod
+    def bucket_for(num_seqs: int) -> int:
+        return 1 << (num_seqs - 1).bit_length()
+
     def bucket_size(self, batch: ForwardBatch) -> int:
         """Padded size for a decode batch, or 0 when it runs eagerly."""
         b = batch.num_seqs
         if not batch.is_decode or b > self.max_bucket or batch.block_tables.shape[1] > self.max_blocks:
             return 0
-        return 1 << (b - 1).bit_length()
+        return self.bucket_for(b)
 
     def run(self, forward, batch: ForwardBatch, kv, size: int):
         ops, dev = self.ops, self.ops.dev
@@ -72,13 +80,27 @@ class DecodeGraphs:
         if bucket.graph is not None:
             bucket.graph.replay()
             return bucket.logits, bucket.stats
-        with ops.arena(bucket.arena):                       # eager pass, recording buffers
+        try:
+            self._capture(bucket, forward, kv)
+        except CaptureError as e:       # e.g. cuBLAS refusing capture: matvec.cu runs every row
+            log.warning("decode bucket %d: %s; capturing it with matvec.cu only", size, e)
+            keep, ops.matvec_max_tokens = ops.matvec_max_tokens, max(ops.matvec_max_tokens, size)
+            try:
+                bucket.arena = Arena(dev.xp)
+                self._capture(bucket, forward, kv)
+            finally:
+                ops.matvec_max_tokens = keep
+        self.buckets[size] = bucket
+        return bucket.logits, bucket.stats
+
+    def _capture(self, bucket: Bucket, forward, kv) -> None:
+        """An eager pass (this step's result) recording its buffers, then the capture."""
+        ops = self.ops
+        with ops.arena(bucket.arena):
             bucket.logits = forward(bucket.fb, kv)
             bucket.stats = ops.sampler.stats(bucket.logits)
         bucket.arena.replay()
         with ops.arena(bucket.arena):
-            (logits, stats), bucket.graph = dev.capture(
+            (logits, _), bucket.graph = ops.dev.capture(
                 lambda: (forward(bucket.fb, kv), ops.sampler.stats(bucket.logits)))
         assert logits is bucket.logits
-        self.buckets[size] = bucket
-        return bucket.logits, bucket.stats

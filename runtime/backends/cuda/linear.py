@@ -76,15 +76,25 @@ def matvec(ops, x, w: QuantLinear, bias, act):
 
 
 def gemm(ops, x, w: QuantLinear, bias, act):
+    """Weight rows dequantized a scratch-full at a time (the scratch, about L2-sized, is
+    fixed, so captured graphs keep valid pointers), each slice multiplied by cuBLAS."""
     T, K = x.shape
     dtype = ops.gemm_dtype
-    h = materialize(ops, x, dtype) if isinstance(x, Normed) else x.astype(dtype)
-    scratch = ops.scratch(w.rows * K, dtype).reshape(w.rows, K)
-    name = "dequant_f32" if np.dtype(dtype) == np.float32 else "dequant_f16"
-    getattr(ops.dev.kernels("dequant"), name)((w.rows,), (64,), (
-        w.table, np.int32(len(w.segments)), np.int32(K), None, np.int32(0), scratch, np.int32(K)))
+    if isinstance(x, Normed):
+        h = materialize(ops, x, dtype)
+    else:
+        h = ops.alloc((T, K), dtype)
+        h[...] = x
+    scratch = ops.scratch(dtype)
+    step = max(2, scratch.size // K // 2 * 2)
+    name = "dequant_f32" if dtype == np.float32 else "dequant_f16"
     y = ops.alloc((T, w.rows), np.float32)
-    ops.dev.gemm(h, scratch, y)
+    for r0 in range(0, w.rows, step):
+        n = min(step, w.rows - r0)
+        part = scratch[:n * K].reshape(n, K)
+        getattr(ops.dev.kernels("dequant"), name)((n,), (64,), (
+            w.table, np.int32(len(w.segments)), np.int32(K), None, np.int32(r0), part, np.int32(K)))
+        ops.dev.gemm(h, part, y, out_col0=r0)
     if bias is not None:
         y += bias
     return silu_mul(ops, y) if act == "silu_mul" else y

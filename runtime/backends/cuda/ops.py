@@ -29,6 +29,9 @@ from runtime.gguf import GGUFTensor
 from runtime.sampling import SampleOutput, SamplingBatch
 
 
+SCRATCH_VALUES = 16 << 20      # 32 MB in f16: a slice dequantized by dequant.cu is still in L2 for cuBLAS
+
+
 class RopeTables:
     def __init__(self, cos, sin):
         self.cos, self.sin = cos, sin    # device f32 [max_pos, D/2]
@@ -71,11 +74,11 @@ class CUDAOps:
         finally:
             self._arena = None
 
-    def scratch(self, n: int, dtype):
-        """The reused dequantization buffer of the cuBLAS path (grows to the largest layer)."""
-        if self._scratch is None or self._scratch.nbytes < n * np.dtype(dtype).itemsize:
-            self._scratch = self.xp.empty(n * np.dtype(dtype).itemsize, np.uint8)
-        return self._scratch[:n * np.dtype(dtype).itemsize].view(dtype)
+    def scratch(self, dtype):
+        """The dequantization buffer of the cuBLAS path: SCRATCH_VALUES values of dtype."""
+        if self._scratch is None:
+            self._scratch = self.xp.empty(SCRATCH_VALUES * 4, np.uint8)
+        return self._scratch[:SCRATCH_VALUES * np.dtype(dtype).itemsize].view(dtype)
 
     def attention_kernels(self, head_dim: int) -> dict:
         defines = {"HEAD_DIM": head_dim, "KV_T": self.kv_ctype}

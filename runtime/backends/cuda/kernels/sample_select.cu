@@ -60,8 +60,9 @@ extern "C" __global__ void __launch_bounds__(SS_THREADS) sample_select(
     const float tp = top_p[r], mp = min_p[r];
 
     // Smallest threshold bits u whose set {p >= u} keeps the rules at its smallest member.
-    u32 lo = 0, hi = __float_as_uint(pmax);
+    u32 lo = 0, hi = 0;                 // no rule: every token stays (threshold 0)
     if (k > 0 || tp < 1.0f || mp > 0.0f) {
+      hi = __float_as_uint(pmax);
       while (lo < hi) {
         const u32 mid = lo + (hi - lo) / 2;
         const float t = __uint_as_float(mid);

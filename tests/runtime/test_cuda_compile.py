@@ -1,0 +1,32 @@
+"""Every CUDA kernel compiles for sm_80 and sm_90 with nvcc, the same source NVRTC builds at
+run time, so a broken kernel fails CI (which has nvcc but no GPU)."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from runtime.backends.cuda.device import KERNELS
+
+SOURCES = sorted(KERNELS.glob("*.cu"))
+TEMPLATED = {"attention_decode.cu", "attention_prefill.cu", "rope_kv.cu"}   # HEAD_DIM and KV_T
+
+
+def variants(src):
+    if src.name not in TEMPLATED:
+        return [{}]
+    return [{"HEAD_DIM": 128, "KV_T": "__half"}, {"HEAD_DIM": 64, "KV_T": "__nv_bfloat16"},
+            {"HEAD_DIM": 16, "KV_T": "float"}, {"HEAD_DIM": 256, "KV_T": "__half"}]
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.name)
+def test_kernel_compiles(src, arch, tmp_path):
+    assert SOURCES, "no kernels found"
+    for defines in variants(src):
+        cmd = ["nvcc", f"-arch={arch}", "-cubin", "-std=c++17", f"-I{KERNELS}", str(src),
+               "-o", str(tmp_path / "k.cubin"), *[f"-D{k}={v}" for k, v in defines.items()]]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        assert done.returncode == 0, f"{' '.join(cmd)}\n{done.stderr}"
