@@ -6,6 +6,7 @@ act on it: connection problems, timeouts, 429 and 5xx can be retried; other 4xx 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpx
 
@@ -24,7 +25,15 @@ class ToolContext:
     runtime_url: str = "http://127.0.0.1:8081"
     api_key: str | None = None
     timeout: float = 120.0
+    home: Path = Path(".samevm")        # the stack's data directory: audio files live under it
     _client: httpx.Client | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_settings(cls, settings, **overrides) -> "ToolContext":
+        """The context for a stack's settings (samevm.settings.Settings or alike)."""
+        values = {"worker_url": settings.worker_url, "runtime_url": settings.runtime_url,
+                  "api_key": settings.api_key, "home": Path(settings.home)}
+        return cls(**{**values, **overrides})
 
     @property
     def client(self) -> httpx.Client:
@@ -33,7 +42,8 @@ class ToolContext:
             self._client = httpx.Client(timeout=self.timeout, headers=headers)
         return self._client
 
-    def request(self, method: str, url: str, **kwargs) -> dict:
+    def send(self, method: str, url: str, **kwargs) -> httpx.Response:
+        """The response of a successful request; any failure raises ToolError."""
         try:
             r = self.client.request(method, url, **kwargs)
         except httpx.TimeoutException as e:
@@ -43,6 +53,10 @@ class ToolContext:
         if r.status_code >= 400:
             raise ToolError(f"{r.status_code} from {url}: {_message(r)}",
                             retryable=r.status_code == 429 or r.status_code >= 500)
+        return r
+
+    def request(self, method: str, url: str, **kwargs) -> dict:
+        r = self.send(method, url, **kwargs)
         return r.json() if r.content else {}
 
     def worker(self, method: str, path: str, **kwargs) -> dict:

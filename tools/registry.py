@@ -84,7 +84,11 @@ class Registry:
                 arguments = json.loads(arguments) if arguments.strip() else {}
             except json.JSONDecodeError as e:
                 return error(f"arguments are not valid JSON ({e.msg} at position {e.pos})")
-        arguments = arguments or {}
+        if arguments is not None and not isinstance(arguments, dict):
+            return error(f"arguments must be a JSON object, not {type(arguments).__name__}")
+        # a null for an optional argument means "not given" (small models write them out)
+        arguments = {k: v for k, v in (arguments or {}).items()
+                     if not (v is None and k not in tool.parameters.get("required", []))}
         problems = sorted(Draft202012Validator(tool.parameters).iter_errors(arguments), key=str)
         if problems:
             where = lambda e: "/".join(map(str, e.path)) or "arguments"  # noqa: E731

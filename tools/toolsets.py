@@ -8,7 +8,8 @@ import importlib
 from tools.context import ToolContext
 from tools.registry import Registry
 
-TOOL_MODULES: list[str] = []   # e.g. "tools.sql", "tools.rag", ... in the order they are listed
+TOOL_MODULES: list[str] = ["tools.runtime", "tools.sql", "tools.rag", "tools.embed", "tools.rerank",
+                           "tools.speech", "tools.memory", "tools.training"]
 
 
 def build_registry(context: ToolContext | None = None, toolsets: list[str] | None = None) -> Registry:

@@ -1,0 +1,60 @@
+"""The `rag` toolset: store text or local files in the worker's retrieval index and search it
+(POST /v1/rag/ingest, /v1/rag/search, GET /v1/rag/documents). Hits carry source and page so
+an answer can cite them."""
+from __future__ import annotations
+
+from tools.context import ToolContext, ToolError
+from tools.registry import Registry
+
+SNIPPET_CHARS = 600    # text of one hit shown to the model
+
+
+def register(registry: Registry) -> None:
+    @registry.tool(toolset="rag")
+    def rag_ingest(ctx: ToolContext, text: str | None = None, source: str | None = None,
+                   paths: list[str] | None = None, collection: str = "default") -> dict:
+        """Store background knowledge for later retrieval: a text under a source name, or
+        files (PDF, text, markdown) by path. Storing the same content again changes nothing.
+
+        Args:
+            text: the text to store
+            source: a short name for the text, used to cite and replace it
+            paths: local file or folder paths to store instead of text
+            collection: the index to store into
+        """
+        if text is None and not paths:
+            raise ToolError("give `text` (with a `source` name) or `paths`")
+        if text is not None and not source:
+            raise ToolError("a text needs a `source` name to cite it by")
+        body = {"collection": collection, "texts": [{"text": text, "source": source}] if text is not None else [],
+                "paths": paths or []}
+        result = ctx.worker("POST", "/v1/rag/ingest", json=body)
+        return {"collection": result["collection"], "documents": [
+            {k: d.get(k) for k in ("source", "doc_id", "status", "chunks", "pages") if k in d}
+            for d in result["documents"]]}
+
+    @registry.tool(toolset="rag")
+    def rag_search(ctx: ToolContext, query: str, collection: str = "default", k: int = 4) -> dict:
+        """Search the stored knowledge for passages about a question; each hit gives its
+        text, source and page.
+
+        Args:
+            query: what to look for, in words
+            collection: the index to search
+            k: how many passages to return
+        """
+        result = ctx.worker("POST", "/v1/rag/search", json={"query": query, "collection": collection,
+                                                             "k": max(1, min(k, 20))})
+        return {"hits": [{"source": h["source"], "page": h.get("page"), "text": h["text"][:SNIPPET_CHARS],
+                          "score": round(h["score"], 4)} for h in result["results"]]}
+
+    @registry.tool(toolset="rag")
+    def rag_documents(ctx: ToolContext, collection: str = "default") -> dict:
+        """List the documents stored in a collection, with their chunk and page counts.
+
+        Args:
+            collection: the index to list
+        """
+        docs = ctx.worker("GET", "/v1/rag/documents", params={"collection": collection})["documents"]
+        return {"collection": collection, "documents": [
+            {k: d.get(k) for k in ("source", "doc_id", "kind", "chunks", "pages")} for d in docs]}

@@ -1,0 +1,47 @@
+"""The `runtime` toolset: what serves the agent (chat model, revision, backend, context) and
+which models the stack has, read from the runtime's /v1/models and the worker's status."""
+from __future__ import annotations
+
+from tools.context import ToolContext, ToolError
+from tools.registry import Registry
+
+CARD_FIELDS = ("id", "revision", "backend", "architecture", "context_length", "rope_scaling")
+
+
+def _card(ctx: ToolContext) -> dict:
+    cards = ctx.runtime("GET", "/v1/models").get("data") or []
+    if not cards:
+        raise ToolError("the runtime lists no model", retryable=True)
+    return {k: cards[0][k] for k in CARD_FIELDS if k in cards[0]}
+
+
+def register(registry: Registry) -> None:
+    @registry.tool(toolset="runtime")
+    def runtime_status(ctx: ToolContext) -> dict:
+        """Report the running stack: the chat model with its weights revision, backend and
+        context length, and the local worker with its loaded models and data directory."""
+        out: dict = {}
+        try:
+            out["runtime"] = {"url": ctx.runtime_url, "healthy": True, **_card(ctx)}
+        except ToolError as e:
+            out["runtime"] = {"url": ctx.runtime_url, "healthy": False, "error": str(e)}
+        try:
+            status = ctx.worker("GET", "/v1/status")
+            out["worker"] = {"url": ctx.worker_url, "healthy": True,
+                             "loaded_models": [m["name"] for m in status.get("models", []) if m.get("loaded")],
+                             "data_dir": status.get("data_dir", {}).get("path")}
+        except ToolError as e:
+            out["worker"] = {"url": ctx.worker_url, "healthy": False, "error": str(e)}
+        if not out["runtime"]["healthy"] and not out["worker"]["healthy"]:
+            raise ToolError(f"neither the runtime nor the worker answers: {out['runtime']['error']}",
+                            retryable=True)
+        return out
+
+    @registry.tool(toolset="runtime")
+    def runtime_models(ctx: ToolContext) -> dict:
+        """List the stack's models: the chat model the runtime serves and the worker's
+        embedding, speech and transcription models with whether each is installed."""
+        chat = [{k: c[k] for k in CARD_FIELDS if k in c} for c in ctx.runtime("GET", "/v1/models").get("data", [])]
+        worker = [{"id": m["id"], "installed": m.get("installed"), "description": m.get("description")}
+                  for m in ctx.worker("GET", "/v1/models").get("data", [])]
+        return {"chat": chat, "worker": worker}

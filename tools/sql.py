@@ -1,0 +1,49 @@
+"""The `sql` toolset: statements against the worker's named SQLite databases (POST
+/v1/sql/exec and /v1/sql/query). Values travel as bound parameters, never pasted into SQL."""
+from __future__ import annotations
+
+from typing import Any
+
+from tools.context import ToolContext
+from tools.registry import Registry
+
+MAX_ROWS = 50          # rows shown to the model; the rest is counted, not pasted into its context
+
+
+def rows_result(result: dict, max_rows: int = MAX_ROWS) -> dict:
+    """The worker's SQL result trimmed for a model: columns, rows (as lists), counts."""
+    rows = result.get("rows", [])
+    out = {"columns": result.get("columns", []), "rows": rows[:max_rows], "row_count": len(rows)}
+    if len(rows) > max_rows or result.get("truncated"):
+        out["truncated"] = True
+    return out
+
+
+def register(registry: Registry) -> None:
+    @registry.tool(toolset="sql")
+    def sql_exec(ctx: ToolContext, db: str, sql: str, params: dict[str, Any] | None = None) -> dict:
+        """Run one SQL statement that may write (CREATE TABLE, INSERT, UPDATE, DELETE) in a
+        local SQLite database; the database is created on first use and the statement commits.
+
+        Args:
+            db: database name (letters, digits, '_' or '-')
+            sql: one SQL statement; write :name where a value goes
+            params: values for the :name placeholders
+        """
+        result = ctx.worker("POST", "/v1/sql/exec", json={"db": db, "sql": sql, "params": params})
+        out = rows_result(result)
+        out["rowcount"] = result.get("rowcount")
+        if result.get("lastrowid") is not None:
+            out["lastrowid"] = result["lastrowid"]
+        return out
+
+    @registry.tool(toolset="sql")
+    def sql_query(ctx: ToolContext, db: str, sql: str, params: dict[str, Any] | None = None) -> dict:
+        """Run one read-only SQL query (SELECT) in a local SQLite database and return its rows.
+
+        Args:
+            db: database name
+            sql: one SELECT statement; write :name where a value goes
+            params: values for the :name placeholders
+        """
+        return rows_result(ctx.worker("POST", "/v1/sql/query", json={"db": db, "sql": sql, "params": params}))
