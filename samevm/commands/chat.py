@@ -5,7 +5,6 @@ import sys
 
 from runtime import catalog
 from runtime.config import EngineConfig
-from runtime.engine.llm_engine import LLMEngine
 from runtime.sampling import SamplingParams
 
 
@@ -20,6 +19,8 @@ def register(sub) -> None:
 
 
 def run(args, settings) -> int:
+    from runtime.engine.llm_engine import LLMEngine   # torch: seconds to import, only this command needs it
+
     path = catalog.resolve(args.model or settings.model, settings.home)
     engine = LLMEngine(EngineConfig(model=str(path), backend=args.backend or settings.backend,
                                     tokenizer_cache=str(settings.tokenizer_cache), kv_cache_mb=256))
