@@ -124,7 +124,7 @@ class CupyDevice:
         try:
             result = fn()
         except (cupy.cuda.runtime.CUDARuntimeError, cupy.cuda.driver.CUDADriverError,
-                self._cublas.CUBLASError) as e:
+                self._cublas.CUBLASError, NotImplementedError) as e:   # CuPy refuses cuBLAS in a capture
             try:
                 self.stream.end_capture()
             except cupy.cuda.runtime.CUDARuntimeError as again:   # the capture was invalidated

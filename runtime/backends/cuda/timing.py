@@ -60,16 +60,15 @@ def graph_us(ops, launch, copies: int, per_copy: int = 4) -> float:
 
 def cublas_capture_error(ops) -> str | None:
     """None if a cuBLAS GEMM can be captured into a CUDA graph here, else the error."""
-    import cupy
-    from cupy_backends.cuda.libs.cublas import CUBLASError
+    from runtime.backends.cuda.device import CaptureError
     xp = ops.dev.xp
     x, w, y = xp.ones((16, 256), np.float16), xp.ones((256, 256), np.float16), xp.empty((16, 256), np.float32)
     try:
         _, graph = ops.dev.capture(lambda: ops.dev.gemm(x, w, y))
         graph.replay()
         ops.dev.synchronize()
-    except (CUBLASError, cupy.cuda.runtime.CUDARuntimeError, cupy.cuda.driver.CUDADriverError) as e:
-        return f"{type(e).__name__}: {e}"
+    except CaptureError as e:
+        return f"{type(e.__cause__).__name__}: {e}"
     return None if float(y[0, 0]) == 256.0 else "wrong result"
 
 
