@@ -78,7 +78,7 @@ def main() -> int:
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "rag_eval.json")
     p.add_argument("--cross-encoder", type=Path, default=None, help="a local HF cross-encoder folder")
     p.add_argument("--llm-url", default=None, help="OpenAI-compatible runtime for the llm reranker")
-    p.add_argument("--llm-model", default="default")
+    p.add_argument("--llm-model", default=None, help="default: the first model the runtime lists")
     p.add_argument("--llm-questions", type=int, default=0,
                    help="run the llm comparison on the first N questions only (0: all); on a CPU "
                         "runtime each scored passage costs seconds")

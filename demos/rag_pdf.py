@@ -33,8 +33,9 @@ def ask_runtime(question: str, hits) -> str | None:
                                               "Cite the page of each fact as [p. N]."},
                 {"role": "user", "content": f"Passages:\n{context}\n\nQuestion: {question}"}]
     try:
-        r = httpx.post(f"{RUNTIME}/v1/chat/completions", timeout=300,
-                       json={"model": "default", "messages": messages, "max_tokens": 200, "temperature": 0})
+        model = httpx.get(f"{RUNTIME}/v1/models", timeout=5).json()["data"][0]["id"]
+        r = httpx.post(f"{RUNTIME}/v1/chat/completions", timeout=600,
+                       json={"model": model, "messages": messages, "max_tokens": 120, "temperature": 0})
         r.raise_for_status()
     except httpx.HTTPError as e:
         print(f"(no runtime at {RUNTIME}: {type(e).__name__}; answering with the passages)\n")

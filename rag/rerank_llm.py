@@ -34,7 +34,7 @@ def p_yes(response: dict) -> float:
 class LlmReranker:
     name = "llm"
 
-    def __init__(self, base_url: str, model: str, api_key: str | None = None,
+    def __init__(self, base_url: str, model: str | None, api_key: str | None = None,
                  top_logprobs: int = 10, max_doc_chars: int = 2000, timeout: float = 60.0,
                  parallel: int = 8):
         self.base_url, self.model = base_url.rstrip("/"), model
@@ -44,9 +44,18 @@ class LlmReranker:
 
     def _request(self, query: str, document: str) -> dict:
         user = f"Query: {query}\n\nDocument: {document[:self.max_doc_chars]}\n\nDoes the document help answer the query?"
-        return {"model": self.model, "temperature": 0, "max_tokens": 1, "logprobs": True,
+        return {"model": self.model or self._served_model(), "temperature": 0, "max_tokens": 1, "logprobs": True,
                 "top_logprobs": self.top_logprobs,
                 "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]}
+
+    def _served_model(self) -> str:
+        """The first model the runtime lists, when none was configured."""
+        try:
+            r = self.client.get(f"{self.base_url}/v1/models")
+            self.model = r.json()["data"][0]["id"]
+        except (httpx.HTTPError, ValueError, KeyError, IndexError) as e:
+            raise UpstreamError(f"the runtime at {self.base_url} did not list a model ({type(e).__name__}: {e})") from e
+        return self.model
 
     def _one(self, query: str, document: str) -> float:
         url = f"{self.base_url}/v1/chat/completions"

@@ -34,7 +34,7 @@ class WorkerSettings(BaseSettings):
     cross_encoder_path: Path | None = None
     default_rerank: str = "embedding"
     runtime_url: str | None = "http://127.0.0.1:8081"   # for the llm reranker
-    runtime_model: str = "default"
+    runtime_model: str | None = None        # None: the first model the runtime lists
     runtime_api_key: str | None = None
 
     # Speech

@@ -91,6 +91,17 @@ def llm_stub():
     seen: list[dict] = []
 
     class Handler(BaseHTTPRequestHandler):
+        def _send(self, reply: dict):
+            data = json.dumps(reply).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):     # /v1/models, for a reranker configured without a model name
+            self._send({"object": "list", "data": [{"id": "stub-model", "object": "model"}]})
+
         def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             seen.append(body)
@@ -103,12 +114,7 @@ def llm_stub():
                      "choices": [{"index": 0, "finish_reason": "length",
                                   "message": {"role": "assistant", "content": top[0][0]},
                                   "logprobs": {"content": [first]}}]}
-            data = json.dumps(reply).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            self._send(reply)
 
         def log_message(self, *args):
             pass

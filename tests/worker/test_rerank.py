@@ -65,6 +65,14 @@ def test_llm_backend_scores_p_yes_from_logprobs(make_client, llm_stub):
                                   and s["model"] == "qwen2.5-coder-1.5b" for s in seen)
 
 
+def test_llm_backend_asks_the_runtime_for_its_model_when_none_is_set(make_client, llm_stub):
+    url, seen = llm_stub
+    client = make_client(runtime_url=url)
+    r = client.post("/v1/rerank", json={"query": "q", "documents": ["relevant", "other"], "model": "llm"})
+    assert r.status_code == 200 and [x["index"] for x in r.json()["results"]] == [0, 1]
+    assert {s["model"] for s in seen} == {"stub-model"}
+
+
 def test_unconfigured_unknown_and_unreachable_backends(make_client):
     client = make_client()
     for model, status, words in (("cross-encoder", 400, "no cross-encoder"), ("llm", 400, "not configured"),
@@ -73,4 +81,4 @@ def test_unconfigured_unknown_and_unreachable_backends(make_client):
         assert r.status_code == status and words in r.json()["error"]["message"], r.text
     down = make_client(runtime_url="http://127.0.0.1:9")
     r = down.post("/v1/rerank", json={"query": "q", "documents": ["d"], "model": "llm"})
-    assert r.status_code == 503 and "did not answer" in r.json()["error"]["message"]
+    assert r.status_code == 503 and "runtime at http://127.0.0.1:9" in r.json()["error"]["message"]
