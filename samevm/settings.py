@@ -18,6 +18,7 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     runtime_port: int = 8081
     worker_port: int = 8082
+    mcp_port: int = 8083                 # `samevm mcp --http` and `samevm up --mcp`
     api_key: str | None = None
 
     @property
@@ -31,3 +32,7 @@ class Settings(BaseSettings):
     @property
     def worker_url(self) -> str:
         return f"http://{self.host}:{self.worker_port}"
+
+    @property
+    def mcp_url(self) -> str:
+        return f"http://{self.host}:{self.mcp_port}/mcp"

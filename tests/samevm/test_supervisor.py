@@ -1,0 +1,99 @@
+"""`samevm up` as a real process: both services come up, `samevm status` reports them, a
+killed child is restarted, and SIGINT stops everything. Plus the supervisor giving up on a
+child that cannot start."""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from samevm.cli import main
+from samevm.probe import probe_health
+from samevm.supervisor import Service, Stack, StackError
+from tests.stack_fixtures import free_port, settings_env, stack_settings
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def wait_until(condition, what: str, timeout: float = 180):
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.3)
+    return value
+
+
+def lines_of(proc: subprocess.Popen) -> queue.Queue:
+    q: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [q.put(line) for line in proc.stdout], daemon=True).start()
+    return q
+
+
+def test_up_status_restart_and_clean_stop(tiny_gguf, tmp_path, monkeypatch, capsys):
+    settings = stack_settings(tmp_path / "home", tiny_gguf("qwen2"))
+    env = {**os.environ, **settings_env(settings)}
+    up = subprocess.Popen([sys.executable, "-m", "samevm", "up", "--backend", "cpu", "--serve-arg=--kv-cache-mb=16"],
+                          cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out, seen = lines_of(up), []
+    try:
+        while not any("samevm is up" in line for line in seen):
+            seen.append(out.get(timeout=240))
+        assert any(line.startswith("runtime  starting") for line in seen), seen   # progress while loading
+
+        for key, value in settings_env(settings).items():
+            monkeypatch.setenv(key, value)
+        assert main(["status", "--json"]) == 0
+        info = json.loads(capsys.readouterr().out)
+        assert info["runtime"]["ready"] and info["runtime"]["backend"] == "cpu"
+        assert info["runtime"]["id"] == Path(settings.model).stem and info["runtime"]["revision"]
+        assert info["worker"]["ready"] and info["supervisor"]["supervisor_pid"] == up.pid
+        pids = {r["name"]: r["pid"] for r in info["supervisor"]["services"]}
+
+        os.kill(pids["worker"], signal.SIGKILL)
+        state_file = settings.home / "run" / "stack.json"
+
+        def restarted():
+            rows = {r["name"]: r for r in json.loads(state_file.read_text())["services"]}
+            w = rows["worker"]
+            return w["restarts"] == 1 and w["state"] == "ready" and w["pid"] not in (None, pids["worker"]) and w
+        worker = wait_until(restarted, "the worker to be restarted")
+        assert alive(worker["pid"]) and alive(pids["runtime"])
+
+        up.send_signal(signal.SIGINT)
+        assert up.wait(60) == 0
+        assert not alive(worker["pid"]) and not alive(pids["runtime"])
+        assert {r["state"] for r in json.loads(state_file.read_text())["services"]} == {"stopped"}
+    finally:
+        if up.poll() is None:
+            up.kill()
+
+
+def test_a_child_that_keeps_dying_is_given_up(tmp_path):
+    settings = stack_settings(tmp_path / "home", "unused.gguf")
+    stack = Stack(settings, attach=False, max_restarts=2)
+    stack.services = [Service("flaky", [sys.executable, "-c", "print('boom'); raise SystemExit(3)"],
+                              f"http://127.0.0.1:{free_port()}", probe_health, tmp_path / "flaky.log")]
+    stack.start()
+    try:
+        with pytest.raises(StackError, match=r"flaky failed: exited with code 3 \(3 exits in a row\)"):
+            stack.wait_ready(timeout=60)
+        assert stack.service("flaky").restarts == 2
+        assert (tmp_path / "flaky.log").read_text().count("\nboom\n") == 3     # each start logged its output
+    finally:
+        stack.stop()
