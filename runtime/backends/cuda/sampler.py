@@ -42,8 +42,8 @@ class Sampler:
             out = xp.ascontiguousarray(out[:, :n])
             up = lambda a, dt: dev.upload(np.ascontiguousarray(a, dtype=dt))  # noqa: E731
             chosen = x[:n]
-            if sb.any_penalty:
-                chosen = xp.ascontiguousarray(x[:n])
+            if sb.any_penalty:              # on a copy: logprobs and top ids read the raw logits
+                chosen = chosen.copy()
                 self._penalize(chosen, sb, up)
             masks = None if sb.masks is None else up(sb.masks, np.int32)
             probs = xp.empty((n, V), np.float32)
