@@ -17,7 +17,7 @@ from gguf import TENSOR_NAMES
 
 from runtime.backends import AttentionParams, ForwardBatch, Ops
 from runtime.gguf import GGUFModel, ModelLoadError
-from runtime.models.rope import rope_tables
+from runtime.models.rope import rope_tables, scaling_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +54,8 @@ class DecoderLM:
         head = T.OUTPUT if model.has(tensor_name(T.OUTPUT)) else T.TOKEN_EMBD
         self.lm_head = ops.linear_weight([w(head)])
         self.norm = ops.vector([w(T.OUTPUT_NORM)])
-        cos, sin = rope_tables(spec.head_dim, spec.rope_base, spec.rope_scaling, max_positions)
+        self.rope_scaling = scaling_for(spec, max_positions)
+        cos, sin = rope_tables(spec.head_dim, spec.rope_base, self.rope_scaling, max_positions)
         self.rope = ops.rope_cache(cos, sin)
         self.layers = []
         for i in range(spec.n_layers):

@@ -1,6 +1,10 @@
 """Rotary position tables: inverse frequencies and the cos/sin scale, plain, linear or YaRN.
 
-Both backends build their cos/sin caches from `rope_tables`, so scaling is decided once.
+Both backends build their cos/sin caches from `rope_tables`, so scaling is decided once,
+by `scaling_for`: the GGUF's own scaling if it declares one; else, when the engine serves
+more positions than the model was trained on, YaRN over the trained context for the
+families whose authors document it (Qwen2.5 and Qwen3: YaRN, factor 4 over 32K), with the
+factor the served length needs; other families refuse positions past their training.
 YaRN follows Peng et al. 2023 (arXiv:2309.00071), section 3.2, as transformers and
 llama.cpp compute it (beta_fast 32, beta_slow 1, attention factor 0.1 ln s + 1).
 """
@@ -10,7 +14,19 @@ import math
 
 import numpy as np
 
-from runtime.gguf import RopeScaling
+from runtime.gguf import ModelLoadError, ModelSpec, RopeScaling
+
+YARN_FAMILIES = ("qwen2", "qwen3")
+
+
+def scaling_for(spec: ModelSpec, max_positions: int) -> RopeScaling | None:
+    """The rope scaling to serve `max_positions` positions with (see the module docstring)."""
+    if spec.rope_scaling is not None or max_positions <= spec.context_length:
+        return spec.rope_scaling
+    if spec.arch not in YARN_FAMILIES:
+        raise ModelLoadError(f"{spec.name}: {max_positions} positions is past the trained context of "
+                             f"{spec.context_length}, and {spec.arch} documents no rope scaling to reach it")
+    return RopeScaling("yarn", max_positions / spec.context_length, spec.context_length)
 
 
 def inverse_frequencies(head_dim: int, base: float, scaling: RopeScaling | None) -> tuple[np.ndarray, float]:

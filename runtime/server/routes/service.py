@@ -25,11 +25,16 @@ async def health(state: Server):
 
 
 async def models(state: Server):
-    """The served model, its context length, weights revision and backend."""
+    """The served model, its context length (what one request may use: prompt and reply),
+    weights revision and backend, and its rope scaling when the context needs one."""
     engine = state.ready().live
     card = {"id": state.config.model_id, "object": "model", "created": state.started_at,
             "owned_by": "samevm", "context_length": engine.max_model_len, "max_model_len": engine.max_model_len,
             "revision": engine.revision, "backend": engine.ops.name, "architecture": engine.spec.arch}
+    scaling = engine.model.rope_scaling
+    if scaling is not None:     # the served context reaches past training through rope scaling: say so
+        card["rope_scaling"] = {"type": scaling.kind, "factor": scaling.factor,
+                                "original_context": scaling.original_context}
     return {"object": "list", "data": [card]}
 
 
