@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup run test test-slow clean
+.PHONY: setup run test test-slow hermes clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,6 +22,11 @@ test: setup
 
 test-slow: setup
 	$(BIN)/python -m pytest -m slow
+
+# Hermes agent pins its own openai/pydantic: it gets a venv of its own (git-ignored, under .samevm)
+HERMES_VENV := .samevm/hermes/venv
+hermes: setup
+	$(BIN)/python -c "from tools.hermes import install; print(install('$(HERMES_VENV)'))"
 
 clean:
 	rm -rf $(VENV) .pytest_cache
