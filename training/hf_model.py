@@ -13,9 +13,10 @@ import logging
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig, PreTrainedModel
+from transformers import AutoModelForCausalLM, GgufConfig, PreTrainedModel
 
 from runtime.gguf import ModelLoadError, load_gguf
+from runtime.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -29,14 +30,11 @@ def drop_gguf_quantizer(model: PreTrainedModel) -> PreTrainedModel:
     return model
 
 
-def load_tokenizer(gguf_path: str | Path):
-    """The GGUF's tokenizer with its chat template and a pad token (TRL pads batches)."""
-    path = Path(gguf_path)
-    tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-    if tok.chat_template is None:
-        template = load_gguf(path).spec.chat_template
-        if template:
-            tok.chat_template = template
+def load_tokenizer(gguf_path: str | Path, cache_dir: str | Path | None = None):
+    """The GGUF's tokenizer with its chat template and a pad token (TRL pads batches): the
+    runtime's own, from its cache of converted tokenizers when one is given (converting a
+    150k-token vocabulary takes tens of seconds)."""
+    tok = Tokenizer(gguf_path, cache_dir).hf
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     return tok

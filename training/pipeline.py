@@ -31,6 +31,7 @@ class OrpoJob:
     promote: bool = False
     runtime_url: str | None = None        # where /admin/reload lives, when promoting
     base_label: str = ""                  # how the user named the base (a model name, a revision)
+    tokenizer_cache: str | None = None    # the runtime's cache of converted tokenizers
 
     def to_json(self) -> dict:
         return {**asdict(self), "params": self.params.model_dump()}
@@ -70,7 +71,7 @@ def run(job: OrpoJob, pairs: list[PreferencePair], revisions: RevisionStore, emi
     base_rev = base_revision(base, revisions)
     t0 = time.monotonic()
     emit("stage", stage="loading", base_model=str(base))
-    tokenizer = load_tokenizer(base)
+    tokenizer = load_tokenizer(base, job.tokenizer_cache)
     model = load_model(base)
     emit("stage", stage="training", examples=len(pairs), max_steps=job.params.max_steps)
     trained = train_orpo(model, tokenizer, pairs, job.params,

@@ -71,7 +71,8 @@ def run(args, settings) -> int:
     name = args.model or settings.model or DEFAULT_MODEL
     base = pipeline.resolve_base(name, settings.home, revisions)
     job = pipeline.OrpoJob(base_model=str(base), params=params, promote=args.promote,
-                           runtime_url=args.runtime_url or settings.runtime_url, base_label=name)
+                           runtime_url=args.runtime_url or settings.runtime_url, base_label=name,
+                           tokenizer_cache=str(settings.tokenizer_cache))
     result = pipeline.run(job, pairs, revisions, _print_progress, settings.api_key)
     print(json.dumps(result, indent=1))
     return 1 if result.get("promotion_error") else 0

@@ -26,3 +26,23 @@ def test_bad_dataset_and_hyperparameters_are_plain_errors(tiny_gguf, tmp_path, c
     assert "line 2: missing field(s): chosen, rejected" in capsys.readouterr().err
     assert main([*home, "train", str(data), "--lr", "-1"]) == 2
     assert "learning_rate" in capsys.readouterr().err
+
+
+def test_train_through_the_worker_follows_the_job(tiny_gguf, pairs_jsonl, tmp_path, monkeypatch, capsys):
+    from tests.runtime.server.conftest import free_port
+    from tests.training.worker_app import create, serving
+    from worker.settings import WorkerSettings
+
+    base, data = tmp_path / "base.gguf", tmp_path / "pairs.jsonl"
+    base.write_bytes(open(tiny_gguf("qwen2"), "rb").read())
+    data.write_text(pairs_jsonl)
+    port = free_port()
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("SAMEVM_WORKER_PORT", str(port))
+    app = create(WorkerSettings(home=tmp_path / "home", allowed_roots=[tmp_path], runtime_url=None))
+    with serving(app, port):
+        code = main(["train", str(data), "--model", str(base), "--steps", "2", "--set", "warmup_steps=0", "--worker"])
+    captured = capsys.readouterr()
+    job = json.loads(captured.out)
+    assert code == 0 and job["state"] == "succeeded" and job["result"]["metrics"]["steps"] == 2
+    assert "step 2/2" in captured.err and "[succeeded]" in captured.err

@@ -112,7 +112,8 @@ def start_orpo(req: OrpoJobRequest, jobs: JobsDep, settings: SettingsDep):
         raise ServiceError(400, "promote needs the runtime's URL, and this worker has none configured",
                            "no_runtime", "promote")
     spec = OrpoJob(base_model=base, params=req.hyperparameters, promote=req.promote,
-                   runtime_url=settings.runtime_url, base_label=req.base_model)
+                   runtime_url=settings.runtime_url, base_label=req.base_model,
+                   tokenizer_cache=str(settings.home / "cache" / "tokenizers"))
     summary = {"base_model": req.base_model, "promote": req.promote,
                "dataset_path": req.dataset_path, "hyperparameters": req.hyperparameters.model_dump()}
     try:
