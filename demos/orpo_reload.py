@@ -9,8 +9,10 @@
 4. asks the same live server again: same model name, new `system_fingerprint`, new answer.
    A coding question shows what the model knew before is still there.
 
-On two CPU cores the default 0.5B model takes tens of minutes to train; on a GPU, about a
-minute. `--rollback` ends by going back to the old revision (POST /admin/rollback).
+Measured with the default 0.5B model: on two shared CPU cores (load average about 10) the
+whole run took 34 min, 26 of them for the 12 training steps; on an H100, a model of the same
+shape and tokenizer trained 20 steps in 11 s, within 2 min for load, train and export.
+`--rollback` ends by going back to the old revision (POST /admin/rollback).
 """
 from __future__ import annotations
 
