@@ -1,0 +1,87 @@
+"""What the loop says to the model. Short on purpose: a 0.5B model follows one plain
+instruction better than a page of rules, and every token here is prefilled on each step."""
+from __future__ import annotations
+
+import json
+
+from agents.state import clip
+
+SYSTEM = (
+    "You are a helpful assistant running on the user's own machine. Use the tools to do what "
+    "the user asks: call one tool at a time by replying with only a JSON object "
+    '{"name": "<tool>", "arguments": {...}}. Use exact values from tool results. '
+    "When the task is done, answer in one or two plain sentences, without JSON."
+)
+
+MALFORMED = (
+    "Your tool call could not be used: {errors}. Reply with one JSON object "
+    '{{"name": "<tool>", "arguments": {{...}}}} whose arguments match the tool\'s parameters, '
+    "or answer in plain text."
+)
+
+CUT_OFF = ("Your reply was cut off at the token limit before it was complete. Keep tool "
+           "arguments short, or answer in plain text.")
+
+REPEAT = ("You already called {name} with these arguments and got the result above; calling it "
+          "again changes nothing. If another step is still needed, call a different tool; "
+          "otherwise answer the user now in plain text using that result.")
+
+ANSWER_SYSTEM = ("You are a helpful assistant running on the user's own machine. Answer in one or "
+                 "two plain sentences, using exact values. Never write JSON or code.")
+
+ANSWER_NOW = "Answer the request now in one or two plain sentences, using exact values from these results. Do not write JSON."
+
+PLAIN_ANSWER = "That was JSON, not an answer: answer in plain sentences."
+
+TOOL_ERROR_HINT = "Read the error, fix the arguments and call the tool again, or try another tool."
+
+VERIFY = ("Check your answer against the tool results above: is every value exact and is "
+          "every part of the request done? If something is missing or wrong, call a tool to "
+          "fix or look it up; otherwise repeat your answer in plain text.")
+
+
+def observation(envelope: dict, limit: int) -> str:
+    """A tool result as the model reads it: the envelope as JSON, cut to `limit` characters,
+    with a hint when the call failed."""
+    if not envelope.get("ok"):
+        envelope = {**envelope, "hint": TOOL_ERROR_HINT}
+    text = json.dumps(envelope, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[:limit] + " ...(cut)"
+
+
+def facts(value, path: str = "") -> list[str]:
+    """A tool result as `path: value` lines (lists of plain values joined by commas): small
+    models copy JSON they are shown, so answer mode shows none."""
+    if isinstance(value, dict):
+        return [line for k, v in value.items() for line in facts(v, f"{path} {k}".strip())]
+    if isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value):
+        return [f"{path}: {', '.join(map(str, value))}" if path else ", ".join(map(str, value))]
+    if isinstance(value, list):
+        return [line for i, v in enumerate(value[:20], 1) for line in facts(v, f"{path} {i}".strip())]
+    return [f"{path}: {value}" if path else str(value)]
+
+
+def answer_request(user: str, calls: list, insist: bool, limit: int) -> str:
+    """The user's request with the turn's tool results as plain lines, asking for an answer."""
+    parts = [user]
+    if calls:
+        lines = []
+        for c in calls:
+            if c.ok:
+                lines += [f"- {c.name}: {clip(line, 300)}" for line in facts(c.result.get("data"))]
+            else:
+                lines.append(f"- {c.name} failed: {clip(str(c.result.get('error')), 300)}")
+        parts.append("What the tools returned:\n" + clip_lines(lines, limit))
+    parts.append(ANSWER_NOW + (" " + PLAIN_ANSWER if insist else ""))
+    return "\n\n".join(parts)
+
+
+def clip_lines(lines: list[str], limit: int) -> str:
+    out, used = [], 0
+    for line in lines:
+        used += len(line) + 1
+        if used > limit:
+            out.append("- ...")
+            break
+        out.append(line)
+    return "\n".join(out)

@@ -1,0 +1,119 @@
+"""Run a suite against a live stack: per seed, reset what the suite names, then play its
+turns through one Agent (so the conversation carries across turns) and check each turn.
+
+The seed goes to the runtime's sampler (request seed = seed * 1000 + step), so seeds differ
+only when the suite samples (agent.temperature > 0). The result is a plain dict (see
+agents/report.py for its shape and the transcript).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, fields
+from types import SimpleNamespace
+from typing import Callable
+
+from agents.checks import Probe, evaluate
+from agents.config import AgentConfig
+from agents.loop import Agent
+from agents.model import ChatModel
+from agents.state import Conversation
+from agents.suite import Suite
+
+
+def offered(registry, names: list[str] | None) -> list[dict]:
+    """OpenAI schemas of the tools a turn offers: `names` are toolsets or tool names
+    (None: every tool)."""
+    if names is None:
+        return registry.openai_tools()
+    sets = set(registry.toolsets())
+    unknown = [n for n in names if n not in sets and n not in registry.tools]
+    if unknown:
+        raise ValueError(f"unknown tools or toolsets {unknown}; toolsets: {sorted(sets)}")
+    return [t.openai() for t in registry.tools.values() if t.toolset in names or t.name in names]
+
+
+def filler(info: dict) -> Callable[[str], str]:
+    """str -> str filling {runtime.model|backend|context_length|revision} from /v1/models."""
+    runtime = SimpleNamespace(model=info.get("id"), backend=info.get("backend"),
+                              context_length=info.get("context_length"), revision=info.get("revision"))
+    return lambda text: text.format(runtime=runtime)
+
+
+def agent_config(suite: Suite, overrides: dict) -> AgentConfig:
+    known = {f.name for f in fields(AgentConfig)}
+    settings = {**suite.agent, **{k: v for k, v in overrides.items() if v is not None}}
+    unknown = set(settings) - known
+    if unknown:
+        raise ValueError(f"unknown agent settings {sorted(unknown)}; known: {sorted(known)}")
+    return AgentConfig(**settings)
+
+
+class SuiteRunner:
+    def __init__(self, suite: Suite, model: ChatModel, registry, probe: Probe, overrides: dict | None = None,
+                 on_turn: Callable[[int, dict], None] | None = None):
+        self.suite, self.model, self.registry, self.probe = suite, model, registry, probe
+        self.overrides = overrides or {}
+        self.on_turn = on_turn
+        self.info = model.info()
+        self.fill = filler(self.info)
+
+    def reset(self) -> None:
+        r = self.suite.reset
+        for item in r.sql:
+            self.probe.sql_exec(item["db"], item["sql"])
+        for source in r.rag_sources:
+            self.probe.rag_delete(source, r.collection)
+        for item in r.tools:
+            result = self.registry.call(item["name"], item.get("arguments") or {})
+            if not result.get("ok"):
+                raise RuntimeError(f"suite reset: {item['name']} failed: {result.get('error')}")
+
+    def run_seed(self, seed: int) -> dict:
+        self.reset()
+        mark = self.probe.memory_mark() if any(t.expect.memory for t in self.suite.turns) else 0
+        config = agent_config(self.suite, {**self.overrides, "seed": seed * 1000})
+        agent = Agent(self.model, self.registry, config, conversation=Conversation())
+        turns = []
+        start = time.monotonic()
+        for spec in self.suite.turns:
+            if spec.new_session:
+                agent.conversation.reset()
+            turn = agent.run(self.fill(spec.user), offered(self.registry, spec.tools))
+            checks = evaluate(spec.expect, turn, self.probe, self.fill, mark)
+            record = {"name": spec.name, "passed": all(c.ok for c in checks) and turn.answer is not None,
+                      "checks": [asdict(c) for c in checks], "new_session": spec.new_session, **turn.to_dict()}
+            turns.append(record)
+            if self.on_turn:
+                self.on_turn(seed, record)
+        return {"seed": seed, "passed": all(t["passed"] for t in turns), "turns": turns,
+                "latency_s": time.monotonic() - start}
+
+    def run(self, seeds: list[int]) -> dict:
+        started = time.time()
+        runs = [self.run_seed(s) for s in seeds]
+        config = agent_config(self.suite, self.overrides)
+        return {"suite": self.suite.name, "suite_file": str(self.suite.path) if self.suite.path else None,
+                "model": self.info.get("id"), "backend": self.info.get("backend"),
+                "revision": self.info.get("revision"), "agent": asdict(config), "seeds": seeds,
+                "started": started, "duration_s": time.time() - started, "runs": runs,
+                "summary": summary(self.suite, runs)}
+
+
+def summary(suite: Suite, runs: list[dict]) -> dict:
+    """Pass rates overall and per turn, with the checks that failed most often."""
+    n = len(runs)
+    per_turn = {}
+    for i, spec in enumerate(suite.turns):
+        records = [r["turns"][i] for r in runs]
+        failed: dict[str, int] = {}
+        for rec in records:
+            for c in rec["checks"]:
+                if not c["ok"]:
+                    failed[c["check"]] = failed.get(c["check"], 0) + 1
+            if rec["answer"] is None:
+                failed[f"no answer ({rec['stop']})"] = failed.get(f"no answer ({rec['stop']})", 0) + 1
+        per_turn[spec.name] = {"pass_rate": sum(r["passed"] for r in records) / n if n else 0.0,
+                               "failed_checks": failed,
+                               "mean_latency_s": sum(r["latency_s"] for r in records) / n if n else 0.0}
+    return {"runs": n, "passed": sum(r["passed"] for r in runs),
+            "pass_rate": sum(r["passed"] for r in runs) / n if n else 0.0, "turns": per_turn}

@@ -1,0 +1,165 @@
+"""The agent loop through Agent.run and its HTTP client, against a scripted model server."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agents import prompts
+from agents.model import ModelError
+from tests.agents.fake_model import DOUBTFUL, call, calls, cut, malformed, text
+
+
+def tool_messages(request: dict) -> list[dict]:
+    return [m for m in request["messages"] if m["role"] == "tool"]
+
+
+def test_call_result_goes_back_with_its_id_then_answer(agent_for, registry, counter):
+    agent, fake = agent_for([call("add", a=2, b=3), text("2 + 3 = 5")])
+    turn = agent.run("What is 2 + 3?", registry.openai_tools())
+    assert turn.answer == "2 + 3 = 5" and turn.stop == "answer"
+    assert [s.kind for s in turn.steps] == ["calls", "answer"]
+    assert counter.calls == [("add", {"a": 2, "b": 3})]
+    second = fake.requests[1]
+    sent_call = second["messages"][-2]["tool_calls"][0]
+    result = second["messages"][-1]
+    assert result["role"] == "tool" and result["tool_call_id"] == sent_call["id"] == turn.calls[0].id
+    assert json.loads(result["content"]) == {"ok": True, "data": 5}
+    assert fake.requests[0]["tools"] and fake.requests[0]["tool_choice"] == "auto"
+
+
+def test_independent_calls_run_in_parallel_and_come_back_in_order(agent_for, registry):
+    agent, fake = agent_for([calls(("wait", {"seconds": 0.6, "label": "first"}),
+                                   ("wait", {"seconds": 0.6, "label": "second"})), text("both done")])
+    turn = agent.run("wait twice", registry.openai_tools())
+    step = turn.steps[0]
+    assert [c.result["data"]["label"] for c in step.calls] == ["first", "second"]
+    # Run one after the other, the two would take 1.2 s; both finished within 0.3 s of each other.
+    finished = [c.result["data"]["finished"] for c in step.calls]
+    assert abs(finished[0] - finished[1]) < 0.3
+    results = tool_messages(fake.requests[1])
+    assert [m["tool_call_id"] for m in results] == [c.id for c in step.calls]
+    assert [json.loads(m["content"])["data"]["label"] for m in results] == ["first", "second"]
+
+
+def test_malformed_call_of_a_known_tool_is_asked_again_by_name(agent_for, registry, counter):
+    bad = '{"name": "add", "arguments": {"a": 2, "c": 3}}'
+    agent, fake = agent_for([malformed(bad, "add: Additional properties are not allowed ('c' was unexpected)"),
+                             call("add", a=2, b=3), text("5")])
+    turn = agent.run("add 2 and 3", registry.openai_tools())
+    assert [s.kind for s in turn.steps] == ["malformed", "calls", "answer"]
+    retry = fake.requests[1]
+    assert retry["tool_choice"] == {"type": "function", "function": {"name": "add"}}
+    assert bad not in json.dumps(retry["messages"])       # the broken call is not there to be copied
+    assert counter.calls == [("add", {"a": 2, "b": 3})] and turn.answer == "5"
+
+
+def test_malformed_call_of_an_unknown_tool_goes_back_as_an_observation(agent_for, registry):
+    bad = '{"name": "multiply", "arguments": {"a": 2}}'
+    agent, fake = agent_for([malformed(bad, "'multiply' is not one of the request's tools"), text("I cannot multiply.")])
+    turn = agent.run("multiply 2 by 3", registry.openai_tools())
+    observation = fake.requests[1]["messages"][-1]
+    assert observation["role"] == "user" and "'multiply' is not one of the request's tools" in observation["content"]
+    assert fake.requests[1]["messages"][-2] == {"role": "assistant", "content": bad}
+    assert fake.requests[1]["tool_choice"] == "auto"
+    assert turn.steps[0].kind == "malformed" and turn.answer == "I cannot multiply."
+
+
+def test_cut_off_reply_is_not_a_call_and_gets_a_hint(agent_for, registry, counter):
+    agent, fake = agent_for([cut('{"name": "add", "argu'), call("add", a=1, b=1), text("2")])
+    turn = agent.run("1+1", registry.openai_tools())
+    assert fake.requests[1]["tool_choice"] == {"type": "function", "function": {"name": "add"}}
+    agent2, fake2 = agent_for([cut("The answer is a long"), text("2")])
+    turn2 = agent2.run("1+1", registry.openai_tools())
+    assert fake2.requests[1]["messages"][-1]["content"] == prompts.CUT_OFF
+    assert [s.kind for s in turn.steps] == ["malformed", "calls", "answer"] and turn2.answer == "2"
+
+
+def test_repeated_call_is_not_run_again_and_the_model_is_steered_to_answer(agent_for, registry, counter):
+    same = call("add", a=2, b=3)
+    agent, fake = agent_for([same, call("add", a=2, b=3), call("add", a=2, b=3), text("It is 5.")])
+    turn = agent.run("What is 2 + 3?", registry.openai_tools())
+    assert counter.calls == [("add", {"a": 2, "b": 3})]
+    assert [s.kind for s in turn.steps] == ["calls", "repeat", "repeat", "answer"]
+    assert fake.requests[2]["messages"][-1]["content"] == prompts.REPEAT.format(name="add")
+    assert fake.requests[2]["tools"]                          # first steer: tools still offered
+    final = fake.requests[3]                                  # then answer mode: no tools, results as text
+    assert "tools" not in final and not tool_messages(final)
+    assert "- add: 5" in final["messages"][-1]["content"] and "{" not in final["messages"][-1]["content"]
+    assert final["messages"][0]["content"] == prompts.ANSWER_SYSTEM      # no call format to imitate
+    assert turn.answer == "It is 5."
+
+
+def test_malformed_restatement_of_a_done_call_counts_as_a_repeat(agent_for, registry, counter):
+    restated = '{"name": "add", "arguments": {"a": 2, "b": 3, "result": 5}}'
+    agent, fake = agent_for([call("add", a=2, b=3), malformed(restated, "add: Additional properties ..."),
+                             malformed(restated, "add: Additional properties ..."), text("5")],
+                            steer_auto_repeats=1)
+    turn = agent.run("What is 2 + 3?", registry.openai_tools())
+    assert [s.kind for s in turn.steps] == ["calls", "repeat", "repeat", "answer"]
+    assert "tools" not in fake.requests[3] and len(counter.calls) == 1
+
+
+def test_json_in_answer_mode_is_refused(agent_for, registry):
+    agent, fake = agent_for([call("add", a=1, b=2), call("add", a=1, b=2),
+                             text('{"name": "add", "arguments": {"a": 1}}'), text("3")], steer_auto_repeats=0)
+    turn = agent.run("1+2", registry.openai_tools())
+    assert [s.kind for s in turn.steps] == ["calls", "repeat", "malformed", "answer"]
+    assert prompts.PLAIN_ANSWER in fake.requests[3]["messages"][-1]["content"] and turn.answer == "3"
+
+
+def test_step_cap_ends_a_turn_that_never_answers(agent_for, registry, counter):
+    agent, fake = agent_for(lambda body: call("add", a=len(fake.requests), b=0), max_steps=4)
+    turn = agent.run("count", registry.openai_tools())
+    assert turn.stop == "max_steps" and turn.answer is None
+    assert len(turn.steps) == 4 == len(fake.requests) == len(counter.calls)
+
+
+def test_retryable_tool_failure_is_retried_before_the_model_sees_it(agent_for, registry, counter):
+    agent, fake = agent_for([call("flaky", fail_times=1), text("done")], tool_retries=1)
+    turn = agent.run("go", registry.openai_tools())
+    record = turn.calls[0]
+    assert record.ok and record.attempts == 2 and len(counter.calls) == 2
+
+
+def test_tool_errors_go_back_with_a_hint_until_the_error_limit(agent_for, registry):
+    agent, fake = agent_for(lambda body: call("broken", reason=f"try {len(fake.requests)}"), max_errors=2)
+    turn = agent.run("go", registry.openai_tools())
+    assert turn.stop == "max_errors" and [s.kind for s in turn.steps] == ["tool_error"] * 3
+    seen = json.loads(tool_messages(fake.requests[1])[0]["content"])
+    assert seen["ok"] is False and "refused: try 1" in seen["error"] and seen["hint"] == prompts.TOOL_ERROR_HINT
+    assert turn.calls[0].attempts == 1                        # not retryable: not retried
+
+
+def test_verify_step_only_when_on_and_low_confidence(agent_for, registry):
+    script = [call("add", a=2, b=2), text("5", awareness=DOUBTFUL), text("4")]
+    agent, fake = agent_for(list(script), verify=True)
+    turn = agent.run("2+2?", registry.openai_tools())
+    assert [s.kind for s in turn.steps] == ["calls", "verify", "answer"] and turn.verified
+    assert fake.requests[2]["messages"][-1]["content"] == prompts.VERIFY and turn.answer == "4"
+    off, _ = agent_for(list(script), verify=False)
+    assert off.run("2+2?", registry.openai_tools()).answer == "5"
+    confident, _ = agent_for([call("add", a=2, b=2), text("4")], verify=True)
+    assert [s.kind for s in confident.run("2+2?", registry.openai_tools()).steps] == ["calls", "answer"]
+
+
+def test_verify_happens_once(agent_for, registry):
+    agent, _ = agent_for([text("maybe 5", awareness=DOUBTFUL), text("still 5", awareness=DOUBTFUL)], verify=True)
+    turn = agent.run("2+2?", registry.openai_tools())
+    assert [s.kind for s in turn.steps] == ["verify", "answer"] and turn.answer == "still 5"
+
+
+def test_unreachable_model_raises(registry):
+    from agents.loop import Agent
+    from agents.model import ChatModel
+    agent = Agent(ChatModel("http://127.0.0.1:9", model="x", timeout=2), registry)
+    with pytest.raises(ModelError, match="cannot reach"):
+        agent.run("hello", registry.openai_tools())
+
+
+def test_call_the_server_did_not_recognise_is_still_a_malformed_call(agent_for, registry, counter):
+    wrapped = '({"name": "add", "arguments": {"a": 1, "b": 2}})'       # no error from the server: not a call
+    agent, fake = agent_for([text(wrapped), call("add", a=1, b=2), text("3")])
+    turn = agent.run("1+2", registry.openai_tools())
+    assert turn.steps[0].kind == "malformed" and turn.answer == "3"
+    assert fake.requests[1]["tool_choice"] == {"type": "function", "function": {"name": "add"}}

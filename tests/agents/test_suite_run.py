@@ -1,0 +1,120 @@
+"""`samevm suite` end to end against a real worker (SQLite, RAG, memory) and a scripted
+model: a model that does the work passes; one that only says it did, or stores the wrong
+value, fails the checks that look at the stores themselves."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from samevm.cli import main
+from tests.agents.fake_model import ScriptedModel, call, calls, text
+from tests.stack_fixtures import CHILD_ENV, free_port
+
+REPO = Path(__file__).resolve().parents[2]
+NOTE = "Orion 4.2.1 moved the scheduler to a new queue and cut p99 latency in half."
+
+
+@pytest.fixture(scope="module")
+def worker(tmp_path_factory):
+    """A real `samevm worker` process under a temporary home: (url, port, home)."""
+    home, port = tmp_path_factory.mktemp("suite-home"), free_port()
+    log = (home / "worker.log").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "samevm", "--home", str(home), "worker", "--port", str(port)],
+                            cwd=REPO, env={**os.environ, **CHILD_ENV, "HF_HUB_OFFLINE": "1"},
+                            stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 180
+    while True:
+        assert proc.poll() is None, (home / "worker.log").read_text()[-2000:]
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline, "the worker did not start"
+        time.sleep(0.3)
+    yield url, port, home
+    proc.terminate()
+    proc.wait(20)
+
+
+@pytest.fixture
+def suite_cli(worker, monkeypatch, tmp_path):
+    """suite_cli(script, *args) -> (exit code, report dict, ScriptedModel): `samevm suite` with
+    the scripted model as the runtime and the real worker, both attached by the supervisor."""
+    url, worker_port, home = worker
+
+    def run(script, *args: str):
+        runtime_port = free_port()
+        monkeypatch.setenv("SAMEVM_RUNTIME_PORT", str(runtime_port))
+        monkeypatch.setenv("SAMEVM_WORKER_PORT", str(worker_port))
+        out = tmp_path / f"report-{runtime_port}"
+        with ScriptedModel(script, port=runtime_port) as fake:
+            code = main(["--home", str(home), "suite", *args, "--out", str(out), "--quiet"])
+        assert (out / "transcript.txt").is_file()
+        return code, json.loads((out / "report.json").read_text()), fake
+    return run
+
+
+def checks(report: dict) -> dict[str, bool]:
+    return {c["check"]: c["ok"] for c in report["runs"][0]["turns"][0]["checks"]}
+
+
+DOES_THE_WORK = [
+    call("sql_exec", db="suite", sql="CREATE TABLE deploys (service TEXT, version TEXT, day TEXT)"),
+    calls(("sql_exec", {"db": "suite", "sql": "INSERT INTO deploys VALUES ('orion', '4.2.1', '2026-11-20')"}),
+          ("rag_ingest", {"text": NOTE, "source": "orion-notes"}),
+          ("memory_add", {"text": "Orion's deploy record is in the deploys table; release notes are in the knowledge base."})),
+    text("Stored the deploy row, the release note and a memory note."),
+]
+
+
+def test_freeform_suite_passes_when_the_work_is_done(suite_cli):
+    code, report, fake = suite_cli(list(DOES_THE_WORK), "freeform")
+    assert code == 0, checks(report)
+    turn = report["runs"][0]["turns"][0]
+    assert turn["passed"] and all(checks(report).values()) and len(checks(report)) == 6
+    assert [c["name"] for c in turn["steps"][1]["calls"]] == ["sql_exec", "rag_ingest", "memory_add"]
+    assert report["summary"]["pass_rate"] == 1.0 and report["model"] == "fake-model"
+    assert turn["tokens"] == {"prompt": 300, "completion": 30} and turn["latency_s"] > 0
+    offered = {t["function"]["name"] for t in fake.requests[0]["tools"]}
+    assert {"sql_exec", "rag_ingest", "memory_add"} <= offered and "runtime_status" not in offered
+
+
+def test_claiming_without_doing_fails_every_store_check(suite_cli):
+    # Runs after the passing test on the same worker: the reset and the memory mark must keep
+    # that run's rows, document and note from counting for this one.
+    code, report, _ = suite_cli([text("Done: I stored the deploy, the note and the memory.")], "freeform")
+    assert code == 1
+    assert not any(ok for name, ok in checks(report).items()), checks(report)
+
+
+def test_wrong_value_fails_the_database_check(suite_cli):
+    script = list(DOES_THE_WORK)
+    script[1] = calls(("sql_exec", {"db": "suite", "sql": "INSERT INTO deploys VALUES ('orion', '4.1.0', '2026-11-20')"}),
+                      ("rag_ingest", {"text": NOTE, "source": "orion-notes"}),
+                      ("memory_add", {"text": "deploys table and knowledge base hold Orion's records"}))
+    code, report, _ = suite_cli(script, "freeform")
+    failed = [name for name, ok in checks(report).items() if not ok]
+    assert code == 1 and len(failed) == 1 and failed[0].startswith("sql suite")
+
+
+def test_a_suite_file_given_by_path_with_runtime_facts(suite_cli, tmp_path):
+    path = tmp_path / "status.yaml"
+    path.write_text(yaml.safe_dump({"name": "status", "turns": [{
+        "name": "ask", "user": "Which backend serves you?", "tools": ["runtime"],
+        "expect": {"called": ["runtime_status"], "answer_contains": ["{runtime.backend}", "{runtime.context_length}"],
+                   "answer_excludes": ["cuda"]}}]}))
+    code, report, fake = suite_cli([call("runtime_status"), text("The fake backend, with 4,096 tokens of context.")],
+                                   str(path))
+    assert code == 0, checks(report)
+    assert report["suite_file"] == str(path)
+    assert [t["function"]["name"] for t in fake.requests[0]["tools"]] == ["runtime_status", "runtime_models"]
