@@ -42,12 +42,15 @@ def install(venv: Path) -> Path:
 
 
 def config(settings, model_id: str, tools: list[str] | None = None, max_turns: int = 6,
-           max_tokens: int = 1024) -> dict:
+           max_tokens: int = 1024, force_tools: bool = False) -> dict:
     """Hermes' config.yaml for the stack of `settings` (samevm.settings.Settings): the
     runtime as a custom provider serving `model_id`, samevm's MCP server over stdio (only
     `tools` of it, if given), and nothing that reaches beyond this machine. `max_tokens` caps
     each reply: without it Hermes asks for the whole context, which samevm refuses (400) as
-    soon as the prompt takes any of it."""
+    soon as the prompt takes any of it. `force_tools` sends tool_choice "required" with every
+    request (through Hermes' custom_providers extra_body): samevm then decodes a valid call
+    under a grammar, for a model too small to write one reliably; the turn ends when Hermes'
+    `max_turns` runs out."""
     server = {"command": sys.executable, "args": ["-m", "samevm", "--home", str(Path(settings.home).resolve()), "mcp"],
               "env": {"SAMEVM_HOST": settings.host, "SAMEVM_RUNTIME_PORT": str(settings.runtime_port),
                       "SAMEVM_WORKER_PORT": str(settings.worker_port), "HF_HUB_OFFLINE": "1"},
@@ -56,8 +59,12 @@ def config(settings, model_id: str, tools: list[str] | None = None, max_turns: i
         server["env"]["SAMEVM_API_KEY"] = settings.api_key
     if tools:
         server["tools"] = {"include": tools}
+    base_url = settings.runtime_url + "/v1"
+    forcing = {"custom_providers": [{"name": "samevm", "base_url": base_url,
+                                     "extra_body": {"tool_choice": "required"}}]} if force_tools else {}
     return {
-        "model": {"provider": "custom", "default": model_id, "base_url": settings.runtime_url + "/v1",
+        **forcing,
+        "model": {"provider": "custom", "default": model_id, "base_url": base_url,
                   "api_key": settings.api_key or "samevm-local", "max_tokens": max_tokens},
         "toolsets": [SERVER],
         "mcp_servers": {SERVER: server},

@@ -82,7 +82,7 @@ def test_rag_tools_find_the_right_page_of_a_pdf(call, docs_dir):
 
 def test_memory_tools_persist_searchable_notes(call, stack):
     first = call("memory_add", text="The user's cat is called Miso and eats at 7 pm.", tags=["cat", "pets"])
-    call("memory_add", text="Deploys happen on Tuesdays after the standup.", tags=["work"])
+    second = call("memory_add", text="Deploys happen on Tuesdays after the standup.", tags=["work"])
     found = call("memory_search", query="What's the cat called?")["notes"]
     assert found[0]["id"] == first["id"] and found[0]["tags"] == ["cat", "pets"]
     assert call("memory_search", query="tuesday deploys")["notes"][0]["text"].startswith("Deploys")
@@ -92,7 +92,8 @@ def test_memory_tools_persist_searchable_notes(call, stack):
     assert call.raw("memory_read", note_id=999)["error"] == "no note with id 999"
     assert call("memory_search", query='"unbalanced (quotes')["notes"] == []
     with sqlite3.connect(stack.settings.home / "sql" / "memory.db") as db:
-        assert db.execute("SELECT count(*) FROM notes").fetchone() == (2,)
+        saved = db.execute("SELECT id, tags FROM notes WHERE id IN (?, ?) ORDER BY id", (first["id"], second["id"]))
+        assert saved.fetchall() == [(first["id"], "cat,pets"), (second["id"], "work")]
 
 
 def test_embed_and_rerank_order_by_meaning(call):
