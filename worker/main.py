@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 
 from rag.embedding import Embedder
+from training.jobs import JobManager
 from worker import errors
 from worker.api.main import api_router
 from worker.services import Services
@@ -26,7 +27,8 @@ def create_app(settings: WorkerSettings | None = None, embedder: Embedder | None
     services = Services(settings, embedder)
 
     @asynccontextmanager
-    async def lifespan(_: FastAPI):
+    async def lifespan(app: FastAPI):
+        app.state.jobs = JobManager(settings.home / "training", settings.runtime_api_key)  # recovers jobs
         yield
         services.close()
 

@@ -1,6 +1,6 @@
-"""The worker app with the jobs router mounted, for tests that run the worker as a real
-process (`uvicorn --factory tests.training.worker_app:create`; settings from SAMEVM_*) or
-serve it over real HTTP from a thread (`serving`)."""
+"""The worker app for tests that run it as a real process (`uvicorn --factory
+tests.training.worker_app:create`; settings from SAMEVM_*) or serve it over real HTTP from a
+thread (`serving`)."""
 from __future__ import annotations
 
 import threading
@@ -10,20 +10,12 @@ from contextlib import contextmanager
 import uvicorn
 from fastapi import FastAPI
 
-from worker.api.routes import jobs
 from worker.main import create_app
 from worker.settings import WorkerSettings
 
 
-def with_jobs(app: FastAPI) -> FastAPI:
-    """Mount the jobs routes unless the worker's router already does."""
-    if not any(getattr(r, "path", "").startswith("/v1/jobs") for r in app.routes):
-        app.include_router(jobs.router, prefix="/v1/jobs", tags=["jobs"])
-    return app
-
-
 def create(settings: WorkerSettings | None = None) -> FastAPI:
-    return with_jobs(create_app(settings))
+    return create_app(settings)
 
 
 @contextmanager
