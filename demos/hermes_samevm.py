@@ -4,6 +4,7 @@ samevm's runtime is its model provider and samevm's tools reach it through MCP.
     make hermes                                   # once: Hermes' venv in .samevm/hermes/venv
     python demos/hermes_samevm.py                 # starts the stack (or uses a running one)
     python demos/hermes_samevm.py "Save a memory note: ..." --tools memory_add,memory_search
+    python demos/hermes_samevm.py --force-tools --max-turns 1   # what the slow test runs
 
 The stack is started with a 64K context (Hermes refuses less): YaRN over the default Qwen
 model's 32K, and a KV cache that holds it. Prints the conversation as Hermes recorded it.
@@ -35,6 +36,9 @@ def main() -> int:
     p.add_argument("--tools", default="runtime_status,memory_add,memory_search",
                    help="samevm tools to give Hermes (fewer tools: a shorter prompt for a small model)")
     p.add_argument("--venv", type=Path, default=REPO / ".samevm" / "hermes" / "venv", help="Hermes' own venv")
+    p.add_argument("--force-tools", action="store_true",
+                   help="send tool_choice=required, so a small model's call is decoded under a grammar")
+    p.add_argument("--max-turns", type=int, default=6, help="Hermes' tool-calling iterations (then it summarizes)")
     p.add_argument("--json", type=Path, help="also write the result here")
     args = p.parse_args()
 
@@ -49,7 +53,8 @@ def main() -> int:
             print(f"Hermes needs {hermes.HERMES_MIN_CONTEXT} tokens of context; restart the runtime with "
                   f"{' '.join(LONG_CONTEXT)}", file=sys.stderr)
             return 1
-        home = hermes.write_home(settings, card["id"], tools=args.tools.split(","))
+        home = hermes.write_home(settings, card["id"], tools=args.tools.split(","), force_tools=args.force_tools,
+                                 max_turns=args.max_turns)
         t1 = time.monotonic()
         run = hermes.chat(exe, home, args.query)
         seconds = time.monotonic() - t1

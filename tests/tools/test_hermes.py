@@ -30,7 +30,10 @@ def test_hermes_converses_on_samevm_and_calls_a_samevm_tool(tmp_path):
         (settings.home / "cache" / "tokenizers").symlink_to(cache)
     out = tmp_path / "hermes.json"
     env = {k: v for k, v in os.environ.items() if k != "CI"} | settings_env(settings) | CHILD_ENV
-    demo = subprocess.run([sys.executable, "demos/hermes_samevm.py", "--json", str(out),
+    # Unforced, the 0.5B model wrote malformed or no calls under Hermes' prompt; forced, samevm
+    # decodes the call under a grammar, and after one tool turn Hermes asks for a summary.
+    demo = subprocess.run([sys.executable, "demos/hermes_samevm.py", "--json", str(out), "--force-tools",
+                           "--max-turns", "1",
                            "--venv", str(REPO / ".samevm" / "hermes" / "venv")],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=3000)
     assert out.exists(), demo.stdout[-3000:] + demo.stderr[-3000:]
@@ -43,5 +46,6 @@ def test_hermes_converses_on_samevm_and_calls_a_samevm_tool(tmp_path):
     names = [c["function"]["name"] for batch in calls for c in batch]
     assert any(n.startswith("mcp__samevm__") for n in names), (names, result["stdout"])
     results = [m for m in messages if m["role"] == "tool"]
-    assert results and '"ok": true' in results[0]["content"], results
+    assert results and result["card"]["revision"] in results[0]["content"], results   # the tool's true answer
+    assert messages[-1]["role"] == "assistant" and messages[-1]["content"]
     assert result["returncode"] == 0, result["stderr"]
