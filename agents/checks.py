@@ -109,16 +109,17 @@ def evaluate(expect: Expect, turn: Turn, probe: Probe, fill, memory_mark: int = 
         out.append(CheckResult(f"answer does not contain {fill(text)!r}",
                                normalise(fill(text)) not in normalise(answer)))
     for e in expect.sql:
-        rows = probe.sql_rows(e.db, fill(e.query))
+        rows = probe.sql_rows(fill(e.db), fill(e.query))
         lost = missing(json.dumps(rows, default=str), [fill(t) for t in e.contains])
         ok = len(rows) >= e.min_rows and not lost
-        out.append(CheckResult(f"sql {e.db}: {fill(e.query)}", ok,
+        out.append(CheckResult(f"sql {fill(e.db)}: {fill(e.query)}", ok,
                                f"{len(rows)} rows" + (f", missing {lost}" if lost else "")))
     for e in expect.rag:
-        hits = probe.rag_search(fill(e.query), e.k, e.collection)
-        good = [h for h in hits if (e.source is None or h["source"] == e.source)
+        hits = probe.rag_search(fill(e.query), e.k, fill(e.collection))
+        source = fill(e.source) if e.source else None
+        good = [h for h in hits if (source is None or h["source"] == source)
                 and not missing(h["text"], [fill(t) for t in e.contains])]
-        out.append(CheckResult(f"rag top-{e.k} for {fill(e.query)!r} has " + (e.source or "a match"), bool(good),
+        out.append(CheckResult(f"rag top-{e.k} for {fill(e.query)!r} has " + (source or "a match"), bool(good),
                                f"sources {[h['source'] for h in hits]}"))
     for e in expect.tool:
         result = probe.tools.call(e.name, {k: fill(v) if isinstance(v, str) else v for k, v in e.arguments.items()})

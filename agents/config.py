@@ -15,7 +15,7 @@ class AgentConfig:
     tool_retries: int = 1          # retryable tool failures retried before the model sees them
     retry_backoff_s: float = 0.1   # times the attempt number
     observation_chars: int = 1200  # a tool result is cut to this for the model
-    steer_auto_repeats: int = 1    # repeats answered with tools still offered; then answer mode
+    steer_auto_repeats: int = 1    # repeats answered in progress mode (tools offered); then answer mode
     verify: bool = False
     verify_mean_logprob: float = -0.30   # an answer below this mean log-prob is low-confidence
     verify_low_tokens: int = 4           # ... and so is one with more low-confidence tokens

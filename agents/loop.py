@@ -8,12 +8,14 @@ again. The model's mistakes become observations, up to `max_errors`:
   asks again with tool_choice naming that tool (the server then constrains decoding to
   a valid call); otherwise the text and a hint go back to the model;
 - a reply cut off at max_tokens, and a tool that failed: the hint goes back;
-- a call repeating one made earlier in the turn is not run again; the model is steered to
-  answer (small models repeat a call after its result), first with the tools still
-  offered, then in answer mode;
-- in answer mode the turn's tool results are given as plain text and no tools are
-  offered (tool_choice "none"), so the model has no call format left to imitate; an
-  answer that is still a JSON call is a mistake too.
+- a call repeating one made earlier in the turn is not run again (small models repeat a
+  call after its result, or restate it with the result's values as arguments). The loop
+  then rewrites the request: the user's message followed by what is done and what the
+  tools returned, as plain text, so no call/result messages are left to imitate. First in
+  progress mode (tools still offered: "call the tool for a missing step, or answer"),
+  after `steer_auto_repeats` repeats in answer mode (no tools, tool_choice "none", a
+  system prompt without the call format); an answer that is still a JSON call is a
+  mistake too.
 
 A plain-text reply is the answer, unless `verify` is on and the runtime's awareness summary
 says it was generated with low confidence: then the model is asked once to check it
@@ -70,22 +72,28 @@ class Agent:
         cfg = self.config
         turn = Turn(user=user, stop="max_steps")
         start = time.monotonic()
-        base = [{"role": "system", "content": self.system}, *self.conversation.messages(),
+        earlier = self.conversation.context()
+        base = [{"role": "system", "content": self.system + ("\n\n" + earlier if earlier else "")},
                 {"role": "user", "content": user}]
-        interaction: list[dict] = []      # this turn's calls, results and hints, as messages
+        interaction: list[dict] = []      # chat mode: this turn's calls, results and hints as messages
+        note = ""                         # progress and answer modes: what the loop has to say
         done: set[tuple[str, str]] = set()
         errors = repeats = 0
+        mode = "chat" if tools else "answer"
         choice: str | dict = "auto"
         while len(turn.steps) < cfg.max_steps:
-            answer_mode = choice == "none" or not tools
-            messages = self._answer_messages(base, turn) if answer_mode else base + interaction
-            reply = self.model.complete(messages, None if answer_mode else tools, choice, cfg.max_tokens,
-                                        cfg.temperature, None if cfg.seed is None else cfg.seed + len(turn.steps))
-            step = self._step(len(turn.steps) + 1, "none" if answer_mode else choice_label(choice), reply)
+            if mode == "chat":
+                messages, offered = base + interaction, tools
+            else:
+                messages = self._flat_messages(base, turn, mode, note)
+                offered, choice = (tools, choice) if mode == "progress" else (None, "none")
+            reply = self.model.complete(messages, offered, choice, cfg.max_tokens, cfg.temperature,
+                                        None if cfg.seed is None else cfg.seed + len(turn.steps))
+            step = self._step(len(turn.steps) + 1, choice_label(choice), reply)
             turn.steps.append(step)
             fresh = [c for c in reply.calls if c.key not in done]
-            step.kind, named = self._classify(reply, fresh, answer_mode, tools, turn)
-            choice = "auto"
+            step.kind, named = self._classify(reply, fresh, mode == "answer", tools, turn)
+            choice, note = "auto", ""
             if step.kind == "calls":
                 step.calls = self._execute(fresh)
                 done.update(c.key for c in fresh)
@@ -99,29 +107,28 @@ class Agent:
                     errors += 1
             elif step.kind == "repeat":
                 repeats += 1
-                if repeats <= cfg.steer_auto_repeats:
-                    step.observation = prompts.REPEAT.format(name=named)
-                    interaction.append({"role": "user", "content": step.observation})
-                else:
-                    step.observation = "answer mode: the turn's results as text, no tools offered"
-                    choice = "none"
+                mode = "progress" if repeats <= cfg.steer_auto_repeats else "answer"
+                step.observation = f"{mode} mode: the request and the turn's results as text" + (
+                    ", tools still offered" if mode == "progress" else ", no tools offered")
             elif step.kind == "malformed":
                 errors += 1
-                if answer_mode:
-                    step.observation, choice = prompts.PLAIN_ANSWER, "none"
-                elif named is not None:
+                if named is not None and mode != "answer":
                     # The tool it meant, again, under the server's constrained decoding; the
                     # broken text stays out of the context, where it would be copied.
                     choice = {"type": "function", "function": {"name": named}}
                     step.observation = f"asked again for {named} with tool_choice naming it"
                 else:
-                    step.observation = (prompts.MALFORMED.format(errors="; ".join(reply.call_errors))
-                                        if reply.call_errors else prompts.CUT_OFF)
-                    interaction += [{"role": "assistant", "content": reply.content},
-                                    {"role": "user", "content": step.observation}]
+                    step.observation = note = (
+                        prompts.PLAIN_ANSWER if mode == "answer" else
+                        prompts.MALFORMED.format(errors="; ".join(reply.call_errors)) if reply.call_errors
+                        else prompts.CUT_OFF)
+                    if mode == "chat":
+                        interaction += [{"role": "assistant", "content": reply.content},
+                                        {"role": "user", "content": step.observation}]
             elif step.kind == "verify":
                 turn.verified = True
                 step.observation = prompts.VERIFY
+                note = prompts.DRAFT.format(answer=reply.content) + " " + prompts.VERIFY
                 interaction += [{"role": "assistant", "content": reply.content},
                                 {"role": "user", "content": step.observation}]
             else:
@@ -142,6 +149,7 @@ class Agent:
         if reply.calls:
             return ("calls", None) if fresh else ("repeat", reply.calls[0].name)
         if reply.call_errors or reply.finish_reason == "length" or looks_like_call(reply.content):
+            # (in answer mode no tools are offered, so any call-shaped text is a mistake)
             named = None if answer_mode else attempted_tool(reply.content, tools)
             if named is not None and named in {c.name for c in turn.calls if c.ok}:
                 return "repeat", named
@@ -150,13 +158,16 @@ class Agent:
             return "verify", None
         return "answer", None
 
-    def _answer_messages(self, base: list[dict], turn: Turn) -> list[dict]:
-        """The request rewritten for a plain answer: a system prompt without the call format,
-        the earlier turns, and the user's request followed by the turn's results as text."""
-        last = turn.steps[-1] if turn.steps else None
-        insist = last is not None and last.kind == "malformed" and last.tool_choice == "none"
-        content = prompts.answer_request(base[-1]["content"], turn.calls, insist, self.config.observation_chars)
-        return [{"role": "system", "content": prompts.ANSWER_SYSTEM}, *base[1:-1], {"role": "user", "content": content}]
+    def _flat_messages(self, base: list[dict], turn: Turn, mode: str, note: str) -> list[dict]:
+        """The request with the turn's results as text, no call/result messages to imitate.
+        Progress mode keeps the system prompt and the tools, for a step still missing;
+        answer mode has a system prompt without the call format, and no tools."""
+        system = base[0]["content"]
+        if mode == "answer":
+            system = prompts.ANSWER_SYSTEM + system[len(self.system):]      # the same earlier turns
+        closing = prompts.PROGRESS_NOW if mode == "progress" else prompts.ANSWER_NOW
+        content = prompts.flat_request(base[-1]["content"], turn.calls, note, closing, self.config.observation_chars)
+        return [{"role": "system", "content": system}, {"role": "user", "content": content}]
 
     def _step(self, number: int, choice: str, reply: Reply) -> ActionStep:
         return ActionStep(number=number, tool_choice=choice, kind="answer", content=reply.content,

@@ -22,14 +22,16 @@ MALFORMED = (
 CUT_OFF = ("Your reply was cut off at the token limit before it was complete. Keep tool "
            "arguments short, or answer in plain text.")
 
-REPEAT = ("You already called {name} with these arguments and got the result above; calling it "
-          "again changes nothing. If another step is still needed, call a different tool; "
-          "otherwise answer the user now in plain text using that result.")
+PROGRESS_NOW = ("Do not repeat a step that is done. If the request needs a step that is not done "
+                "yet, call the tool for it now; if everything is done, answer in plain sentences.")
+
+DRAFT = "Your draft answer was: {answer}"
 
 ANSWER_SYSTEM = ("You are a helpful assistant running on the user's own machine. Answer in one or "
                  "two plain sentences, using exact values. Never write JSON or code.")
 
-ANSWER_NOW = "Answer the request now in one or two plain sentences, using exact values from these results. Do not write JSON."
+ANSWER_NOW = ("Answer the request now in one or two plain sentences, using exact values from these "
+              "results. Do not write JSON.")
 
 PLAIN_ANSWER = "That was JSON, not an answer: answer in plain sentences."
 
@@ -61,18 +63,24 @@ def facts(value, path: str = "") -> list[str]:
     return [f"{path}: {value}" if path else str(value)]
 
 
-def answer_request(user: str, calls: list, insist: bool, limit: int) -> str:
-    """The user's request with the turn's tool results as plain lines, asking for an answer."""
+def flat_request(user: str, calls: list, note: str, closing: str, limit: int) -> str:
+    """The user's request, the turn's tool results as plain lines, what the loop has to
+    say, and the closing instruction, as one message."""
     parts = [user]
     if calls:
         lines = []
         for c in calls:
+            args = ", ".join(f"{k}={clip(str(v), 80)}" for k, v in c.arguments.items()) \
+                if isinstance(c.arguments, dict) else clip(c.arguments, 80)
             if c.ok:
-                lines += [f"- {c.name}: {clip(line, 300)}" for line in facts(c.result.get("data"))]
+                lines += [f"- {c.name}({args}): {clip(line, 300)}" for line in facts(c.result.get("data"))]
             else:
-                lines.append(f"- {c.name} failed: {clip(str(c.result.get('error')), 300)}")
-        parts.append("What the tools returned:\n" + clip_lines(lines, limit))
-    parts.append(ANSWER_NOW + (" " + PLAIN_ANSWER if insist else ""))
+                lines.append(f"- {c.name}({args}) FAILED: {clip(str(c.result.get('error')), 300)} "
+                             "(fix the arguments and call it again)")
+        parts.append("Done so far, with what the tools returned:\n" + clip_lines(lines, limit))
+    if note:
+        parts.append(note)
+    parts.append(closing)
     return "\n\n".join(parts)
 
 

@@ -2,12 +2,15 @@
 turns through one Agent (so the conversation carries across turns) and check each turn.
 
 The seed goes to the runtime's sampler (request seed = seed * 1000 + step), so seeds differ
-only when the suite samples (agent.temperature > 0). The result is a plain dict (see
+only when the suite samples (agent.temperature > 0). Seeds can run in parallel (the
+runtime batches their requests): a suite names what it stores with {run} ("s<seed>") so
+that runs do not share tables, documents or notes. The result is a plain dict (see
 agents/report.py for its shape and the transcript).
 """
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, fields
 from types import SimpleNamespace
 from typing import Callable
@@ -32,11 +35,12 @@ def offered(registry, names: list[str] | None) -> list[dict]:
     return [t.openai() for t in registry.tools.values() if t.toolset in names or t.name in names]
 
 
-def filler(info: dict) -> Callable[[str], str]:
-    """str -> str filling {runtime.model|backend|context_length|revision} from /v1/models."""
+def filler(info: dict, seed: int) -> Callable[[str], str]:
+    """str -> str filling {runtime.model|backend|context_length|revision} from /v1/models,
+    and {run} with this seed's name."""
     runtime = SimpleNamespace(model=info.get("id"), backend=info.get("backend"),
                               context_length=info.get("context_length"), revision=info.get("revision"))
-    return lambda text: text.format(runtime=runtime)
+    return lambda text: text.format(runtime=runtime, run=f"s{seed}")
 
 
 def agent_config(suite: Suite, overrides: dict) -> AgentConfig:
@@ -55,21 +59,22 @@ class SuiteRunner:
         self.overrides = overrides or {}
         self.on_turn = on_turn
         self.info = model.info()
-        self.fill = filler(self.info)
 
-    def reset(self) -> None:
+    def reset(self, fill: Callable[[str], str]) -> None:
         r = self.suite.reset
         for item in r.sql:
-            self.probe.sql_exec(item["db"], item["sql"])
+            self.probe.sql_exec(fill(item["db"]), fill(item["sql"]))
         for source in r.rag_sources:
-            self.probe.rag_delete(source, r.collection)
+            self.probe.rag_delete(fill(source), r.collection)
         for item in r.tools:
-            result = self.registry.call(item["name"], item.get("arguments") or {})
+            args = {k: fill(v) if isinstance(v, str) else v for k, v in (item.get("arguments") or {}).items()}
+            result = self.registry.call(item["name"], args)
             if not result.get("ok"):
                 raise RuntimeError(f"suite reset: {item['name']} failed: {result.get('error')}")
 
     def run_seed(self, seed: int) -> dict:
-        self.reset()
+        fill = filler(self.info, seed)
+        self.reset(fill)
         mark = self.probe.memory_mark() if any(t.expect.memory for t in self.suite.turns) else 0
         config = agent_config(self.suite, {**self.overrides, "seed": seed * 1000})
         agent = Agent(self.model, self.registry, config, conversation=Conversation())
@@ -78,8 +83,8 @@ class SuiteRunner:
         for spec in self.suite.turns:
             if spec.new_session:
                 agent.conversation.reset()
-            turn = agent.run(self.fill(spec.user), offered(self.registry, spec.tools))
-            checks = evaluate(spec.expect, turn, self.probe, self.fill, mark)
+            turn = agent.run(fill(spec.user), offered(self.registry, spec.tools))
+            checks = evaluate(spec.expect, turn, self.probe, fill, mark)
             record = {"name": spec.name, "passed": all(c.ok for c in checks) and turn.answer is not None,
                       "checks": [asdict(c) for c in checks], "new_session": spec.new_session, **turn.to_dict()}
             turns.append(record)
@@ -88,14 +93,16 @@ class SuiteRunner:
         return {"seed": seed, "passed": all(t["passed"] for t in turns), "turns": turns,
                 "latency_s": time.monotonic() - start}
 
-    def run(self, seeds: list[int]) -> dict:
+    def run(self, seeds: list[int], parallel: int = 1) -> dict:
+        """Every seed (`parallel` at a time), with the pass rates."""
         started = time.time()
-        runs = [self.run_seed(s) for s in seeds]
+        with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+            runs = list(pool.map(self.run_seed, seeds))
         config = agent_config(self.suite, self.overrides)
         return {"suite": self.suite.name, "suite_file": str(self.suite.path) if self.suite.path else None,
                 "model": self.info.get("id"), "backend": self.info.get("backend"),
                 "revision": self.info.get("revision"), "agent": asdict(config), "seeds": seeds,
-                "started": started, "duration_s": time.time() - started, "runs": runs,
+                "parallel": parallel, "started": started, "duration_s": time.time() - started, "runs": runs,
                 "summary": summary(self.suite, runs)}
 
 

@@ -1,11 +1,13 @@
 """Conversation state across turns, kept compact for a small model's context.
 
-A finished turn is carried forward as two messages only, the user's request and the final
-answer (tool calls and results are dropped: the answer already states what mattered, and
-what was stored can be looked up again with tools). Each carried message is cut to
-`turn_chars`; when all of them exceed `budget_chars`, the oldest turns go first. So five
-turns cost at most `budget_chars` (about budget/4 tokens) on top of the system prompt,
-the tool list and the current turn, whatever the turns did.
+A finished turn is carried forward as its request and its final answer only (tool calls and
+results are dropped: the answer states what mattered, and what was stored can be looked
+up again with tools), in a short block the agent appends to its system prompt. Not as
+user/assistant messages: given earlier answers as its own messages, a 0.5B model tends to
+answer the new request by repeating the last one. Each request and answer is cut to
+`turn_chars`; past `budget_chars` in all, the oldest turns go first. So five turns cost at
+most about `budget_chars` (budget/4 tokens) on top of the system prompt, the tool list
+and the current turn, whatever the turns did.
 """
 from __future__ import annotations
 
@@ -30,8 +32,9 @@ class Conversation:
         """A new session: nothing of the earlier turns stays in context."""
         self.turns.clear()
 
-    def messages(self) -> list[dict]:
-        """The carried turns as user/assistant messages, newest kept first under the budget."""
+    def context(self) -> str:
+        """The carried turns as a text block for the system prompt ("" when there are none),
+        the newest kept first under the budget."""
         kept: list[tuple[str, str]] = []
         used = 0
         for user, answer in reversed(self.turns):
@@ -39,7 +42,7 @@ class Conversation:
             if used > self.budget_chars:
                 break
             kept.append((user, answer))
-        out: list[dict] = []
-        for user, answer in reversed(kept):
-            out += [{"role": "user", "content": user}, {"role": "assistant", "content": answer}]
-        return out
+        if not kept:
+            return ""
+        lines = [f"- The user asked: {user}\n  You answered: {answer}" for user, answer in reversed(kept)]
+        return "Earlier in this conversation:\n" + "\n".join(lines)

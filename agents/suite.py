@@ -3,8 +3,8 @@
     name: canonical
     agent: {max_steps: 8, temperature: 0.3}    # AgentConfig fields (optional)
     reset:                                     # before each seed, not by the model
-      sql: [{db: suite, sql: "DROP TABLE IF EXISTS facts"}]
-      rag_sources: [qwen-background]           # documents deleted from `collection`
+      sql: [{db: "suite_{run}", sql: "DROP TABLE IF EXISTS facts"}]
+      rag_sources: ["qwen-background-{run}"]   # documents deleted from `collection`
       tools: [{name: memory_clear, arguments: {}}]
     turns:
       - name: discover
@@ -22,8 +22,10 @@
           tool: [{name: rag_documents, arguments: {}, contains: [qwen-background]}]
           memory: [{contains: [facts]}]        # a note saved during this seed says so
 
-Text in `user` and in every expectation may name facts of the live runtime, filled in at
-run time: {runtime.model}, {runtime.backend}, {runtime.context_length}, {runtime.revision}.
+Text in `user`, `reset` and every expectation may name facts of the live runtime, filled in
+at run time: {runtime.model}, {runtime.backend}, {runtime.context_length},
+{runtime.revision}; and {run}, the seed's name ("s3"), to keep what parallel seeds store
+apart (a database suite_{run}, a source notes-{run}).
 `load` takes a suite name (a file in agents/suites/) or a path to a YAML file, and refuses
 unknown keys, so a typo in a check cannot silently turn it off.
 """

@@ -15,6 +15,8 @@ def register(sub) -> None:
     p.add_argument("suite", nargs="?", default="canonical", help="suite name or path to a suite YAML file")
     p.add_argument("--seeds", type=int, default=1, help="how many seeds to run (0..N-1)")
     p.add_argument("--seed-start", type=int, default=0, help="first seed")
+    p.add_argument("--parallel", type=int, default=1,
+                   help="seeds run at once (the runtime batches them; each stores under its own names)")
     p.add_argument("--model", help="known model name or GGUF path (default: the settings' model)")
     p.add_argument("--backend", choices=["auto", "cpu", "cuda"])
     verify = p.add_mutually_exclusive_group()
@@ -61,7 +63,7 @@ def run(args, settings) -> int:
                              {"verify": args.verify, "temperature": args.temperature}, on_turn=show)
         print(f"suite {suite.name}: {len(suite.turns)} turns x {args.seeds} seeds on {runner.info['id']} "
               f"({runner.info.get('backend')})", flush=True)
-        result = runner.run(list(range(args.seed_start, args.seed_start + args.seeds)))
+        result = runner.run(list(range(args.seed_start, args.seed_start + args.seeds)), args.parallel)
     finally:
         stack.stop()
     json_path, text_path = report.write(result, out)

@@ -81,11 +81,13 @@ def test_repeated_call_is_not_run_again_and_the_model_is_steered_to_answer(agent
     turn = agent.run("What is 2 + 3?", registry.openai_tools())
     assert counter.calls == [("add", {"a": 2, "b": 3})]
     assert [s.kind for s in turn.steps] == ["calls", "repeat", "repeat", "answer"]
-    assert fake.requests[2]["messages"][-1]["content"] == prompts.REPEAT.format(name="add")
-    assert fake.requests[2]["tools"]                          # first steer: tools still offered
+    progress = fake.requests[2]                               # first steer: results as text, tools offered
+    assert progress["tools"] and not tool_messages(progress) and len(progress["messages"]) == 2
+    assert "- add(a=2, b=3): 5" in progress["messages"][-1]["content"]
+    assert progress["messages"][-1]["content"].endswith(prompts.PROGRESS_NOW)
     final = fake.requests[3]                                  # then answer mode: no tools, results as text
     assert "tools" not in final and not tool_messages(final)
-    assert "- add: 5" in final["messages"][-1]["content"] and "{" not in final["messages"][-1]["content"]
+    assert "- add(a=2, b=3): 5" in final["messages"][-1]["content"] and "{" not in final["messages"][-1]["content"]
     assert final["messages"][0]["content"] == prompts.ANSWER_SYSTEM      # no call format to imitate
     assert turn.answer == "It is 5."
 
@@ -163,3 +165,21 @@ def test_call_the_server_did_not_recognise_is_still_a_malformed_call(agent_for, 
     turn = agent.run("1+2", registry.openai_tools())
     assert turn.steps[0].kind == "malformed" and turn.answer == "3"
     assert fake.requests[1]["tool_choice"] == {"type": "function", "function": {"name": "add"}}
+
+
+def test_progress_mode_lets_a_repeating_model_take_the_next_step(agent_for, registry, counter):
+    agent, fake = agent_for([call("add", a=1, b=2), call("add", a=1, b=2), call("add", a=3, b=4), text("3 and 7")])
+    turn = agent.run("Add 1+2, then 3+4.", registry.openai_tools())
+    assert [s.kind for s in turn.steps] == ["calls", "repeat", "calls", "answer"]
+    assert counter.calls == [("add", {"a": 1, "b": 2}), ("add", {"a": 3, "b": 4})]
+    after = fake.requests[3]["messages"][-1]["content"]       # still progress mode, both results as text
+    assert "- add(a=1, b=2): 3" in after and "- add(a=3, b=4): 7" in after and fake.requests[3]["tools"]
+
+
+def test_verify_in_progress_mode_shows_the_draft(agent_for, registry):
+    agent, fake = agent_for([call("add", a=2, b=2), call("add", a=2, b=2), text("5", awareness=DOUBTFUL), text("4")],
+                            verify=True)
+    turn = agent.run("2+2?", registry.openai_tools())
+    assert [s.kind for s in turn.steps] == ["calls", "repeat", "verify", "answer"]
+    content = fake.requests[3]["messages"][-1]["content"]
+    assert prompts.DRAFT.format(answer="5") in content and prompts.VERIFY in content and turn.answer == "4"

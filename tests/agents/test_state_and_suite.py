@@ -17,10 +17,12 @@ def test_earlier_turns_are_carried_as_request_and_answer_only(agent_for, registr
     agent, fake = agent_for([call("add", a=40, b=2), text("The sum is 42."), text("You asked about 40 + 2.")])
     agent.run("What is 40 + 2?", registry.openai_tools())
     agent.run("What did I ask before?", registry.openai_tools())
-    second_turn = fake.requests[2]["messages"]
-    assert [m["role"] for m in second_turn] == ["system", "user", "assistant", "user"]
-    assert second_turn[1]["content"] == "What is 40 + 2?" and second_turn[2]["content"] == "The sum is 42."
-    assert not any(m.get("tool_calls") or m["role"] == "tool" for m in second_turn)
+    first, second = fake.requests[0]["messages"], fake.requests[2]["messages"]
+    assert [m["role"] for m in second] == ["system", "user"]          # not as messages to imitate
+    assert second[0]["content"].startswith(first[0]["content"])
+    carried = second[0]["content"][len(first[0]["content"]):]
+    assert "The user asked: What is 40 + 2?" in carried and "You answered: The sum is 42." in carried
+    assert "add" not in carried                                       # calls and results are dropped
 
 
 def test_five_long_turns_stay_within_the_budget(agent_for, registry):
@@ -28,20 +30,18 @@ def test_five_long_turns_stay_within_the_budget(agent_for, registry):
     agent, fake = agent_for([text(long_answer)] * 6)
     for i in range(6):
         agent.run(f"turn {i}: " + "detail " * 100, registry.openai_tools())
-    carried = fake.requests[-1]["messages"][1:-1]
-    size = sum(len(m["content"]) for m in carried)
-    budget = agent.conversation.budget_chars
-    assert 0 < size <= budget
-    assert carried[-2]["content"].startswith("turn 4:")              # the newest turns are the ones kept
-    assert all(len(m["content"]) <= agent.conversation.turn_chars for m in carried)
+    system = fake.requests[-1]["messages"][0]["content"]
+    carried = system[len(agent.system):]
+    assert 0 < len(carried) <= agent.conversation.budget_chars + 200    # + the block's own words
+    assert "turn 4:" in carried and "turn 0:" not in carried            # the newest turns are kept
 
 
 def test_a_new_session_forgets_the_context():
     c = Conversation()
     c.add("remember 7", "ok")
-    assert len(c.messages()) == 2
+    assert "remember 7" in c.context()
     c.reset()
-    assert c.messages() == []
+    assert c.context() == ""
 
 
 def test_shipped_suites_load():

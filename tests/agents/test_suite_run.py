@@ -19,7 +19,7 @@ from tests.agents.fake_model import ScriptedModel, call, calls, text
 from tests.stack_fixtures import CHILD_ENV, free_port
 
 REPO = Path(__file__).resolve().parents[2]
-NOTE = "Orion 4.2.1 moved the scheduler to a new queue and cut p99 latency in half."
+NOTE = "Note {run}: Orion 4.2.1 moved the scheduler to a new queue and cut p99 latency in half."
 
 
 @pytest.fixture(scope="module")
@@ -69,10 +69,11 @@ def checks(report: dict) -> dict[str, bool]:
 
 
 DOES_THE_WORK = [
-    call("sql_exec", db="suite", sql="CREATE TABLE deploys (service TEXT, version TEXT, day TEXT)"),
-    calls(("sql_exec", {"db": "suite", "sql": "INSERT INTO deploys VALUES ('orion', '4.2.1', '2026-11-20')"}),
-          ("rag_ingest", {"text": NOTE, "source": "orion-notes"}),
-          ("memory_add", {"text": "Orion's deploy record is in the deploys table; release notes are in the knowledge base."})),
+    call("sql_exec", db="suite_s0", sql="CREATE TABLE deploys (service TEXT, version TEXT, day TEXT)"),
+    calls(("sql_exec", {"db": "suite_s0", "sql": "INSERT INTO deploys VALUES ('orion', '4.2.1', '2026-11-20')"}),
+          ("rag_ingest", {"text": NOTE.format(run="s0"), "source": "orion-notes-s0"}),
+          ("memory_add", {"text": "Orion's deploy record is in the deploys table of suite_s0; release notes are in "
+                                  "the knowledge base."})),
     text("Stored the deploy row, the release note and a memory note."),
 ]
 
@@ -99,12 +100,12 @@ def test_claiming_without_doing_fails_every_store_check(suite_cli):
 
 def test_wrong_value_fails_the_database_check(suite_cli):
     script = list(DOES_THE_WORK)
-    script[1] = calls(("sql_exec", {"db": "suite", "sql": "INSERT INTO deploys VALUES ('orion', '4.1.0', '2026-11-20')"}),
-                      ("rag_ingest", {"text": NOTE, "source": "orion-notes"}),
-                      ("memory_add", {"text": "deploys table and knowledge base hold Orion's records"}))
+    script[1] = calls(("sql_exec", {"db": "suite_s0", "sql": "INSERT INTO deploys VALUES ('orion', '4.1.0', '2026-11-20')"}),
+                      ("rag_ingest", {"text": NOTE.format(run="s0"), "source": "orion-notes-s0"}),
+                      ("memory_add", {"text": "deploys table of suite_s0 and the knowledge base hold Orion's records"}))
     code, report, _ = suite_cli(script, "freeform")
     failed = [name for name, ok in checks(report).items() if not ok]
-    assert code == 1 and len(failed) == 1 and failed[0].startswith("sql suite")
+    assert code == 1 and len(failed) == 1 and failed[0].startswith("sql suite_s0")
 
 
 def test_a_suite_file_given_by_path_with_runtime_facts(suite_cli, tmp_path):
@@ -118,3 +119,26 @@ def test_a_suite_file_given_by_path_with_runtime_facts(suite_cli, tmp_path):
     assert code == 0, checks(report)
     assert report["suite_file"] == str(path)
     assert [t["function"]["name"] for t in fake.requests[0]["tools"]] == ["runtime_status", "runtime_models"]
+
+
+def work_for(run: str) -> list[dict]:
+    return [call("sql_exec", db=f"suite_{run}", sql="CREATE TABLE deploys (service TEXT, version TEXT, day TEXT)"),
+            calls(("sql_exec", {"db": f"suite_{run}", "sql": "INSERT INTO deploys VALUES ('orion', '4.2.1', '2026-11-20')"}),
+                  ("rag_ingest", {"text": NOTE.format(run=run), "source": f"orion-notes-{run}"}),
+                  ("memory_add", {"text": f"Orion's deploy record is in the deploys table of suite_{run}."})),
+            text(f"Stored everything for {run}.")]
+
+
+def test_parallel_seeds_store_apart_and_both_pass(suite_cli):
+    import re
+
+    def script(body):
+        user = next(m["content"] for m in body["messages"] if m["role"] == "user")
+        run = re.search(r"suite_(s\d+)", user).group(1)
+        done = sum(1 for m in body["messages"] if m["role"] == "assistant" and m.get("tool_calls"))
+        return work_for(run)[done]
+
+    code, report, fake = suite_cli(script, "freeform", "--seeds", "2", "--parallel", "2")
+    assert code == 0, [c for r in report["runs"] for c in r["turns"][0]["checks"] if not c["ok"]]
+    assert [r["seed"] for r in report["runs"]] == [0, 1] and report["parallel"] == 2
+    assert {r["turns"][0]["answer"] for r in report["runs"]} == {"Stored everything for s0.", "Stored everything for s1."}
