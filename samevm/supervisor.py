@@ -75,6 +75,10 @@ class Stack:
         self.settings, self.attach = settings, attach
         self.restart, self.max_restarts, self.stop_timeout = restart, max_restarts, stop_timeout
         self.env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **(env or {})}
+        # every child reads the same settings (the worker promotes into the runtime, the MCP server calls both)
+        self.env.update({"SAMEVM_HOME": str(settings.home), "SAMEVM_HOST": settings.host, "SAMEVM_MODEL": settings.model,
+                         "SAMEVM_BACKEND": settings.backend, "SAMEVM_RUNTIME_PORT": str(settings.runtime_port),
+                         "SAMEVM_WORKER_PORT": str(settings.worker_port), "SAMEVM_MCP_PORT": str(settings.mcp_port)})
         if settings.api_key:
             self.env["SAMEVM_API_KEY"] = settings.api_key     # not on the command line, where ps shows it
         home = Path(settings.home)

@@ -3,6 +3,7 @@ process: real SQLite files, RAG over a generated PDF, the real MiniLM, Piper and
 from __future__ import annotations
 
 import math
+import time
 import re
 import sqlite3
 
@@ -132,8 +133,6 @@ def test_runtime_tools_report_what_serves(call, stack):
 def test_training_tools_reach_the_jobs_api(call):
     bad = call.raw("training_start", pairs=[{"prompt": "Hi", "chosen": "Hello!"}])
     unknown = call.raw("training_status", job_id="../../health")
-    if "404 from" in bad["error"] and "Not Found" in bad["error"]:
-        pytest.xfail("this worker does not mount the /v1/jobs routes")
     assert bad["ok"] is False and not bad["retryable"] and "rejected" in bad["error"]
     assert unknown["ok"] is False and "404" in unknown["error"]
 
@@ -143,3 +142,28 @@ def test_a_stack_that_is_down_gives_retryable_errors():
     for name, args in [("sql_query", {"db": "x", "sql": "SELECT 1"}), ("runtime_status", {}), ("memory_search", {"query": "x"})]:
         out = r.call(name, args)
         assert out["ok"] is False and out["retryable"] is True, (name, out)
+
+
+PAIRS = [{"prompt": f"Who are you? ({i})", "chosen": "I am samevm's own model.", "rejected": "I am a cloud service."}
+         for i in range(4)]
+
+
+def test_training_tools_train_promote_and_roll_back(call, tiny_gguf, docs_dir):
+    base = docs_dir / "base.gguf"                    # the served tiny model, where the worker may read it
+    base.write_bytes(open(tiny_gguf("qwen2"), "rb").read())
+    before = call("runtime_status")["runtime"]["revision"]
+    job = call("training_start", pairs=PAIRS, base_model=str(base), steps=2, promote=True)
+    assert job["state"] in ("queued", "running")
+    deadline = time.monotonic() + 600
+    while (status := call("training_status", job_id=job["job_id"]))["state"] not in ("succeeded", "failed"):
+        assert time.monotonic() < deadline, status
+        time.sleep(1)
+    assert status["state"] == "succeeded", status
+    revision = status["result"]["revision"]
+    assert status["result"]["served_revision"] == revision
+    assert call("runtime_status")["runtime"]["revision"] == revision       # the runtime serves the new weights
+    call("training_rollback")
+    assert call("runtime_status")["runtime"]["revision"] == before
+    again = call("training_reload", job_id=job["job_id"])                   # and can load them again
+    assert again["result"]["served_revision"] == revision
+    call("training_rollback")
