@@ -48,7 +48,7 @@ def lines_of(proc: subprocess.Popen) -> queue.Queue:
 def test_up_status_restart_and_clean_stop(tiny_gguf, tmp_path, monkeypatch, capsys):
     settings = stack_settings(tmp_path / "home", tiny_gguf("qwen2"))
     env = {**os.environ, **settings_env(settings)}
-    up = subprocess.Popen([sys.executable, "-m", "samevm", "up", "--backend", "cpu", "--serve-arg=--kv-cache-mb=16"],
+    up = subprocess.Popen([sys.executable, "-m", "samevm", "up", "--backend", "cpu", "--serve-arg=--kv-cache-mb=16", "--mcp"],
                           cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     out, seen = lines_of(up), []
     try:
@@ -64,6 +64,8 @@ def test_up_status_restart_and_clean_stop(tiny_gguf, tmp_path, monkeypatch, caps
         assert info["runtime"]["id"] == Path(settings.model).stem and info["runtime"]["revision"]
         assert info["worker"]["ready"] and info["supervisor"]["supervisor_pid"] == up.pid
         pids = {r["name"]: r["pid"] for r in info["supervisor"]["services"]}
+        assert {r["name"]: r["state"] for r in info["supervisor"]["services"]} == {
+            "runtime": "ready", "worker": "ready", "mcp": "ready"}
 
         os.kill(pids["worker"], signal.SIGKILL)
         state_file = settings.home / "run" / "stack.json"
@@ -77,7 +79,7 @@ def test_up_status_restart_and_clean_stop(tiny_gguf, tmp_path, monkeypatch, caps
 
         up.send_signal(signal.SIGINT)
         assert up.wait(60) == 0
-        assert not alive(worker["pid"]) and not alive(pids["runtime"])
+        assert not alive(worker["pid"]) and not alive(pids["runtime"]) and not alive(pids["mcp"])
         assert {r["state"] for r in json.loads(state_file.read_text())["services"]} == {"stopped"}
     finally:
         if up.poll() is None:
