@@ -4,7 +4,8 @@ handler. The registry imports no tool; tool modules register their typed functio
 
 `call` never raises: it validates the arguments against the schema, runs the handler and
 returns an envelope, {"ok": true, "data": ...} or {"ok": false, "error": "...",
-"retryable": bool}, so a model's mistake becomes an observation it can correct.
+"retryable": bool}, so a model's mistake becomes an observation it can correct. A null given
+for an optional argument counts as not given (small models write every parameter out).
 """
 from __future__ import annotations
 
