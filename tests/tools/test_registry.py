@@ -118,3 +118,11 @@ def test_duplicate_names_and_undocumented_tools_are_refused(registry):
         return a
     with pytest.raises(ValueError, match="needs a docstring"):
         registry.tool(toolset="x")(nodoc)
+
+
+def test_null_for_an_optional_argument_means_not_given(registry):
+    out = registry.call("save_note", {"title": "t", "body": "b", "tags": None, "priority": None})
+    assert out == {"ok": True, "data": {"title": "t", "chars": 1, "tags": [], "priority": "low"}}
+    required = registry.call("save_note", {"title": None, "body": "b"})
+    assert required["ok"] is False and "title: None is not of type 'string'" in required["error"]
+    assert "must be a JSON object" in registry.call("save_note", "[1, 2]")["error"]
