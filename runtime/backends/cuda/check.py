@@ -75,11 +75,10 @@ def dequant(t: GGUFTensor) -> torch.Tensor:
     return torch.from_numpy(np.asarray(quants.dequantize(t.data, t.qtype), np.float32).reshape(t.shape))
 
 
-def check_linear(ops: CUDAOps, rng) -> list[Result]:
+def check_linear(ops: CUDAOps, rng, qtypes=QTYPES) -> list[Result]:
     """matvec.cu (plain + bias, fused norm + residual, SiLU gate/up), dequant.cu + cuBLAS."""
     out, cpu, dev = [], CPUOps(), ops.dev
-    for qtype in QTYPES:
-        K = 512 if qtype in (Q.Q4_K, Q.Q5_K, Q.Q6_K) else 160
+    for qtype, K in [(q, k) for q in qtypes for k in ((512, 4096) if q in (Q.Q4_K, Q.Q5_K, Q.Q6_K) else (160, 1024))]:
         gate_up = [random_tensor("g", qtype, 96, K, rng), random_tensor("u", qtype, 96, K, rng)]
         plain = random_tensor("w", qtype, 75, K, rng)
         W, Wgu = dequant(plain), torch.cat([dequant(t) for t in gate_up])
@@ -100,11 +99,17 @@ def check_linear(ops: CUDAOps, rng) -> list[Result]:
                 x = Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, s_out)
                 y = ops.linear(x, ops.linear_weight([plain]), dev.upload(bias))
                 tol = 2e-5 if gdt == "float32" else 4e-3
-                tag = f"linear {qtype.name} T={T} {'matvec' if T <= ops.matvec_max_tokens else 'cublas-' + gdt}"
+                tag = f"linear {qtype.name} K={K} T={T} {'matvec' if T <= ops.matvec_max_tokens else 'cublas-' + gdt}"
                 out.append(Result(f"{tag} norm+bias", rel_err(dev.to_host(y), ref_plain), tol))
                 out.append(Result(f"{tag} residual sum", rel_err(dev.to_host(s_out), s_ref.numpy()), 1e-6))
                 y = ops.linear(dev.upload(a), ops.linear_weight(gate_up), act="silu_mul")
                 out.append(Result(f"{tag} silu(gate)*up", rel_err(dev.to_host(y), ref_gu), tol))
+    tall = random_tensor("tall", Q.Q6_K, 9001, 256, rng)     # more row groups than the grid: blocks loop
+    a = rng.standard_normal((2, 256)).astype(np.float32)
+    ops._loaded.clear()
+    y = ops.linear(Normed(dev.upload(a), None, dev.upload(np.ones(256, np.float32)), 1e-6, None), ops.linear_weight([tall]))
+    ref = cpu.linear(cpu.rms_norm(torch.from_numpy(a), torch.ones(256), 1e-6)[0], dequant(tall)).numpy()
+    out.append(Result("linear Q6_K 9001x256 norm (blocks loop over row groups)", rel_err(dev.to_host(y), ref), 2e-5))
     mixed = [random_tensor("g", Q.Q4_K, 64, 512, rng), random_tensor("u", Q.Q6_K, 64, 512, rng)]
     a = rng.standard_normal((3, 512)).astype(np.float32)
     ops._loaded.clear()
@@ -172,7 +177,7 @@ def check_attention(ops: CUDAOps, rng, kv_dtype: str, Hq: int, Hkv: int, D: int,
     cache = kv_round(rng.standard_normal((1, 2, nblocks * bs, Hkv, D)).astype(np.float32), kv_dtype)
     qn = (1 + 0.1 * rng.standard_normal(D)).astype(np.float32) if qk_norm else None
     kn = (1 + 0.1 * rng.standard_normal(D)).astype(np.float32) if qk_norm else None
-    cos, sin = rope_tables(D, 10000.0, None, 512)
+    cos, sin = rope_tables(D, 10000.0, None, 4096)
     params = dict(n_heads=Hq, n_kv_heads=Hkv, head_dim=D, scale=D ** -0.5, interleaved=interleaved, norm_eps=1e-6)
     ref_kv = torch.from_numpy(cache.copy())
     ref = cpu.attention(torch.from_numpy(qkv), ref_kv, 0, cpu.prepare(fb), cpu.rope_cache(cos, sin), AttentionParams(
@@ -235,7 +240,7 @@ def run_checks(ops: CUDAOps, seed: int = 0) -> list[Result]:
     for kv_dtype in ("float16", "bfloat16", "float32"):
         for Hq, Hkv, D, norm, inter in ((4, 2, 16, False, False), (16, 8, 128, True, False),
                                         (14, 2, 64, False, True), (8, 8, 32, True, True)):
-            for seqs in ([(1, 1), (1, 37), (1, 300)], [(5, 5), (17, 40), (1, 30)]):
+            for seqs in ([(1, 1), (1, 37), (1, 300), (1, 2000)], [(5, 5), (17, 40), (1, 30)]):
                 results += check_attention(ops, rng, kv_dtype, Hq, Hkv, D, norm, inter, seqs)
     return results
 
