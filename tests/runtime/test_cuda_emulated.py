@@ -1,0 +1,54 @@
+"""The CUDA kernels on the CPU, through runtime/backends/cuda/emulator: CI has no GPU, so this
+is where indexing, block formats, barriers, split-K, sampling and the graph/arena glue of the
+CUDA backend are checked against the CPU reference on every change (timing and races need a GPU:
+tests/runtime/test_cuda_engine.py, `pytest -m gpu`)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gguf import GGMLQuantizationType as Q
+
+from runtime.backends.cuda import CUDAOps, check
+from runtime.backends.cuda import emulator
+from runtime.config import EngineConfig
+from runtime.engine.llm_engine import LLMEngine
+from runtime.sampling import SamplingParams
+
+pytestmark = pytest.mark.skipif(not emulator.available(), reason="needs g++ and the CUDA headers")
+
+
+@pytest.fixture(scope="module")
+def ops():
+    ops = CUDAOps(device=emulator.EmuDevice())
+    check.poison(ops)
+    return ops
+
+
+def assert_ok(results):
+    bad = [r for r in results if not r.ok]
+    assert results and not bad, bad[:5]
+
+
+def test_linear_formats(ops):
+    assert_ok(check.check_linear(ops, np.random.default_rng(0), qtypes=[Q.Q4_K, Q.Q6_K, Q.Q8_0, Q.BF16]))
+
+
+def test_attention_decode_split_k_and_prefill_after_prefix(ops):
+    rng = np.random.default_rng(1)
+    assert_ok(check.check_attention(ops, rng, "float16", 16, 8, 128, True, False, [(1, 5), (1, 300), (1, 1100)]))
+    assert_ok(check.check_attention(ops, rng, "bfloat16", 6, 2, 64, False, True, [(7, 7), (9, 40), (1, 19)]))
+
+
+def test_sampler_matches_cpu(ops):
+    assert_ok(check.check_sampling(ops, np.random.default_rng(2), V=1500))
+
+
+def test_engine_greedy_matches_cpu_through_decode_graphs(tiny_gguf, tokenizer_cache):
+    path = tiny_gguf("qwen3", Q.Q8_0)
+    config = EngineConfig(model=path, backend="cpu", kv_cache_mb=16, tokenizer_cache=tokenizer_cache)
+    cpu = LLMEngine(config)
+    gpu = LLMEngine(config, ops=CUDAOps(device=emulator.EmuDevice(), kv_dtype="float32", gemm_dtype="float32"))
+    ids = cpu.tokenizer.encode("What is 2+2? The quick brown fox")
+    params = SamplingParams(max_tokens=12, temperature=0, ignore_eos=True)
+    assert gpu.generate([ids], params)[0].token_ids == cpu.generate([ids], params)[0].token_ids
+    assert gpu.ops.graphs.buckets
