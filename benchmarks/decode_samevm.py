@@ -1,0 +1,156 @@
+"""samevm's side of benchmarks/decode.py: the CUDA engine timed on a GGUF, the CPU
+reference it is checked against first, and the cold start in a fresh process.
+
+Decode is timed through the engine's scheduler and model runner (the same work as
+engine.step() without detokenization and stop-string checks, which llama-batched-bench and
+transformers' generate() do not do either); engine.generate() at batch 1 is reported too.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from runtime.config import EngineConfig
+from runtime.engine.llm_engine import LLMEngine
+from runtime.sampling import SamplingParams
+
+PARITY_PROMPT, PARITY_TOKENS = 32, 8
+
+
+def engine(path: Path, tok_cache: str, backend: str = "cuda", **kw) -> LLMEngine:
+    return LLMEngine(EngineConfig(model=str(path), backend=backend, tokenizer_cache=tok_cache, **kw))
+
+
+def lean_step(e: LLMEngine) -> None:
+    scheduled = e.scheduler.schedule()
+    sampled, out = e.runner.run(scheduled)
+    for seq, n in scheduled:
+        seq.num_computed += n
+        e.blocks.register_computed(seq)
+    for i, seq in enumerate(sampled):
+        seq.token_ids.append(int(out.token_ids[i]))
+        if seq.num_output >= seq.params.max_tokens:
+            seq.finish_reason = "length"
+            e.scheduler.finish(seq)
+
+
+def prompts(rng, vocab: int, b: int, n: int) -> list[list[int]]:
+    return [rng.integers(1000, vocab - 1000, n).tolist() for _ in range(b)]
+
+
+def decode(e: LLMEngine, ps: list[list[int]], new: int) -> tuple[float, float]:
+    """(aggregate decode tok/s after every sequence has its first token, mean step ms)."""
+    seqs = [e.add_request(p, SamplingParams(max_tokens=new, temperature=0, ignore_eos=True)) for p in ps]
+    while any(s.num_output == 0 for s in seqs):
+        lean_step(e)
+    t0, steps = time.perf_counter(), 0
+    while e.scheduler.has_work():
+        lean_step(e)
+        steps += 1
+    dt = time.perf_counter() - t0
+    return sum(s.num_output - 1 for s in seqs) / dt, 1e3 * dt / max(steps, 1)
+
+
+def prefill(e: LLMEngine, p: list[int]) -> float:
+    """Seconds from adding a request to its first token (one prefill step + sampling)."""
+    t0 = time.perf_counter()
+    seq = e.add_request(p, SamplingParams(max_tokens=1, temperature=0, ignore_eos=True))
+    while not seq.is_finished:
+        lean_step(e)
+    return time.perf_counter() - t0
+
+
+def graph_ms(e: LLMEngine, size: int) -> float | None:
+    """GPU time of one replay of a bucket's decode graph (CUDA events, median of 20)."""
+    bucket = e.ops.graphs.buckets.get(size)
+    if bucket is None:
+        return None
+    cp, dev = e.ops.xp, e.ops.dev
+    times = []
+    for _ in range(20):
+        a, b = cp.cuda.Event(), cp.cuda.Event()
+        a.record(dev.stream)
+        bucket.graph.replay()
+        b.record(dev.stream)
+        b.synchronize()
+        times.append(cp.cuda.get_elapsed_time(a, b))
+    return statistics.median(times)
+
+
+def run(path: Path, batches: list[int], prompt: int, new: int, prefill_lens: list[int], tok_cache: str,
+        vocab: int) -> dict:
+    import cupy
+    pool = cupy.get_default_memory_pool()
+    t0 = time.perf_counter()
+    e = engine(path, tok_cache, max_num_seqs=max(batches), max_num_batched_tokens=max(4096, *prefill_lens),
+               kv_cache_mb=max(batches) * (prompt + new) * 150 // 1000 + 512)
+    load_s, rng, out = time.perf_counter() - t0, np.random.default_rng(1), {"decode": {}, "prefill": {}}
+    for n in prefill_lens:
+        prefill(e, prompts(rng, vocab, 1, n)[0])                   # warm-up (cuBLAS, kernels)
+        ts = [prefill(e, prompts(rng, vocab, 1, n)[0]) for _ in range(5)]
+        out["prefill"][n] = {"tok_s": n / statistics.median(ts), "ms": 1e3 * statistics.median(ts),
+                             "min_ms": 1e3 * min(ts), "max_ms": 1e3 * max(ts)}
+    for b in batches:
+        decode(e, prompts(rng, vocab, b, prompt), 8)               # warm-up: captures the bucket's graph
+        runs = [decode(e, prompts(rng, vocab, b, prompt), new) for _ in range(3)]
+        rates = [r[0] for r in runs]
+        gpu = graph_ms(e, e.ops.graphs.bucket_for(b))
+        step = statistics.median(r[1] for r in runs)
+        out["decode"][b] = {"decode_tok_s": statistics.median(rates), "min": min(rates), "max": max(rates),
+                            "step_ms": step, "graph_gpu_ms": gpu, "host_ms": None if gpu is None else step - gpu}
+    seq = e.add_request(prompts(rng, vocab, 1, prompt)[0], SamplingParams(max_tokens=new, temperature=0, ignore_eos=True))
+    e.step()                                                       # the full engine step, detokenizing
+    t = time.perf_counter()
+    while not seq.is_finished:
+        e.step()
+    out["engine_step_tok_s"] = (new - 1) / (time.perf_counter() - t)
+    out.update(load_s=load_s, peak_pool_mib=pool.total_bytes() / 2**20, weights_mib=sum(
+        w.nbytes for w in e.ops._loaded.values()) / 2**20)
+    del e
+    pool.free_all_blocks()
+    return out
+
+
+def parity_prompt(vocab: int) -> list[int]:
+    return np.random.default_rng(7).integers(1000, vocab - 1000, PARITY_PROMPT).tolist()
+
+
+def cpu_reference(path: Path, tok_cache: str, out: Path) -> None:
+    """Greedy tokens and teacher-forced logits of the CPU reference, saved for parity()."""
+    e = engine(path, tok_cache, backend="cpu", kv_cache_mb=64)
+    p = parity_prompt(e.spec.vocab)
+    tokens = e.generate([p], SamplingParams(max_tokens=PARITY_TOKENS, temperature=0, ignore_eos=True))[0].token_ids
+    np.save(out, e.prompt_logits(p + tokens))
+    out.with_suffix(".json").write_text(json.dumps(tokens))
+
+
+def parity(path: Path, tok_cache: str, ref: Path) -> dict:
+    """samevm CUDA (default precision) against the CPU reference's saved outputs."""
+    tokens, ref_logits = json.loads(ref.with_suffix(".json").read_text()), np.load(ref)
+    e = engine(path, tok_cache, kv_cache_mb=256)
+    p = parity_prompt(e.spec.vocab)
+    got = e.generate([p], SamplingParams(max_tokens=PARITY_TOKENS, temperature=0, ignore_eos=True))[0].token_ids
+    logits = e.prompt_logits(p + tokens)
+    equal = next((i for i, (a, b) in enumerate(zip(got, tokens)) if a != b), len(tokens))
+    return {"greedy_tokens_equal": equal, "of": len(tokens),
+            "logits_max_rel_err": float(np.abs(logits - ref_logits).max() / np.abs(ref_logits).max()),
+            "argmax_agree": float((logits.argmax(1) == ref_logits.argmax(1)).mean())}
+
+
+def cold_start(path: Path, tok_cache: str) -> float:
+    """Seconds from spawning a Python process to its first token (warm kernel and tokenizer caches)."""
+    t0 = time.time()
+    done = subprocess.run([sys.executable, __file__, str(path), tok_cache], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])["first_token"] - t0
+
+
+if __name__ == "__main__":              # the cold-start child
+    e = engine(Path(sys.argv[1]), sys.argv[2])
+    e.generate([parity_prompt(e.spec.vocab)[:16]], SamplingParams(max_tokens=1, temperature=0))
+    print(json.dumps({"first_token": time.time()}))
