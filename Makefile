@@ -13,9 +13,11 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# The main job: start the stack on the default model, run the canonical 5-turn suite through
+# the agent, print each turn's transcript and the pass/fail table (report under .samevm/suites/).
 run: setup
 	$(BIN)/samevm models fetch
-	$(BIN)/samevm chat "What is 2+2?"
+	$(BIN)/samevm suite canonical
 
 test: setup
 	$(BIN)/python -m pytest

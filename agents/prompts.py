@@ -70,13 +70,13 @@ def flat_request(user: str, calls: list, note: str, closing: str, limit: int) ->
     if calls:
         lines = []
         for c in calls:
-            args = ", ".join(f"{k}={clip(str(v), 80)}" for k, v in c.arguments.items()) \
-                if isinstance(c.arguments, dict) else clip(c.arguments, 80)
             if c.ok:
+                args = ", ".join(f"{k}={clip(str(v), 60)}" for k, v in c.arguments.items()) \
+                    if isinstance(c.arguments, dict) else clip(c.arguments, 60)
                 lines += [f"- {c.name}({args}): {clip(line, 300)}" for line in facts(c.result.get("data"))]
-            else:
-                lines.append(f"- {c.name}({args}) FAILED: {clip(str(c.result.get('error')), 300)} "
-                             "(fix the arguments and call it again)")
+            else:     # without its arguments: shown them, small models send the same again
+                lines.append(f"- {c.name} failed: {clip(str(c.result.get('error')), 300)}. "
+                             "Fix the arguments and call it again.")
         parts.append("Done so far, with what the tools returned:\n" + clip_lines(lines, limit))
     if note:
         parts.append(note)

@@ -9,6 +9,7 @@ agents/report.py for its shape and the transcript).
 """
 from __future__ import annotations
 
+import copy
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, fields
@@ -23,16 +24,27 @@ from agents.state import Conversation
 from agents.suite import Suite
 
 
-def offered(registry, names: list[str] | None) -> list[dict]:
-    """OpenAI schemas of the tools a turn offers: `names` are toolsets or tool names
-    (None: every tool)."""
-    if names is None:
-        return registry.openai_tools()
+def offered(registry, names: list[str] | None, hide: list[str] = ()) -> list[dict]:
+    """OpenAI schemas of the tools a turn offers: `names` are toolsets or tool names (None:
+    every tool), without the optional parameters named in `hide` ("tool.parameter"): what a
+    small model is not shown it cannot fill with values borrowed from a description."""
     sets = set(registry.toolsets())
-    unknown = [n for n in names if n not in sets and n not in registry.tools]
+    unknown = [n for n in names or [] if n not in sets and n not in registry.tools]
     if unknown:
         raise ValueError(f"unknown tools or toolsets {unknown}; toolsets: {sorted(sets)}")
-    return [t.openai() for t in registry.tools.values() if t.toolset in names or t.name in names]
+    tools = [t for t in registry.tools.values() if names is None or t.toolset in names or t.name in names]
+    out = []
+    for tool in tools:
+        schema = copy.deepcopy(tool.openai())
+        params = schema["function"]["parameters"]
+        for item in hide:
+            name, _, param = item.partition(".")
+            if name == tool.name and param in params.get("properties", {}):
+                if param in params.get("required", []):
+                    raise ValueError(f"hide_parameters: {item} is required and cannot be hidden")
+                del params["properties"][param]
+        out.append(schema)
+    return out
 
 
 def filler(info: dict, seed: int) -> Callable[[str], str]:
@@ -83,7 +95,7 @@ class SuiteRunner:
         for spec in self.suite.turns:
             if spec.new_session:
                 agent.conversation.reset()
-            turn = agent.run(fill(spec.user), offered(self.registry, spec.tools))
+            turn = agent.run(fill(spec.user), offered(self.registry, spec.tools, self.suite.hide_parameters))
             checks = evaluate(spec.expect, turn, self.probe, fill, mark)
             record = {"name": spec.name, "passed": all(c.ok for c in checks) and turn.answer is not None,
                       "checks": [asdict(c) for c in checks], "new_session": spec.new_session, **turn.to_dict()}

@@ -2,6 +2,7 @@
 
     name: canonical
     agent: {max_steps: 8, temperature: 0.3}    # AgentConfig fields (optional)
+    hide_parameters: [rag_ingest.paths]        # optional parameters the model is not shown
     reset:                                     # before each seed, not by the model
       sql: [{db: "suite_{run}", sql: "DROP TABLE IF EXISTS facts"}]
       rag_sources: ["qwen-background-{run}"]   # documents deleted from `collection`
@@ -104,6 +105,7 @@ class Suite:
     turns: list[TurnSpec]
     description: str = ""
     agent: dict = field(default_factory=dict)
+    hide_parameters: list[str] = field(default_factory=list)   # "tool.parameter"
     reset: Reset = field(default_factory=Reset)
     path: Path | None = None
 
@@ -146,6 +148,9 @@ def parse(data: dict, path: Path | None = None) -> Suite:
         turns.append(turn)
     if not turns:
         raise ValueError(f"{where}: a suite needs at least one turn")
+    bad = [h for h in suite.hide_parameters if h.count(".") != 1]
+    if bad:
+        raise ValueError(f"{where}: hide_parameters takes tool.parameter names, not {bad}")
     suite.turns = turns
     names = [t.name for t in turns]
     if len(set(names)) != len(names):

@@ -46,7 +46,7 @@ def registry(counter) -> Registry:
         return a + b
 
     @r.tool(toolset="slow")
-    def wait(seconds: float, label: str) -> dict:
+    def wait(seconds: float, label: str = "unnamed") -> dict:
         """Wait, then say which call this was.
 
         Args:

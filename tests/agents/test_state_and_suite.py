@@ -89,3 +89,16 @@ def test_report_round_trips_as_json(agent_for, registry):
     agent, _ = agent_for([text("hi")])
     turn = agent.run("hello", registry.openai_tools())
     assert json.loads(json.dumps(turn.to_dict()))["answer"] == "hi"
+
+
+def test_hidden_parameters_are_not_shown_and_required_ones_cannot_be_hidden(registry):
+    from agents.runner import offered
+    shown = offered(registry, ["wait", "math"], ["wait.label"])
+    assert sorted(t["function"]["name"] for t in shown) == ["add", "wait"]    # a tool name and a toolset
+    wait = next(t for t in shown if t["function"]["name"] == "wait")["function"]["parameters"]
+    assert list(wait["properties"]) == ["seconds"]
+    assert "label" in registry.tools["wait"].parameters["properties"]        # the registry's schema is untouched
+    with pytest.raises(ValueError, match="required"):
+        offered(registry, ["wait"], ["wait.seconds"])
+    with pytest.raises(ValueError, match="unknown tools"):
+        offered(registry, ["nope"])
