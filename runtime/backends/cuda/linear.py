@@ -62,18 +62,15 @@ def matvec(ops, x, w: QuantLinear, bias, act):
         if smem > ops.dev.max_smem - 1024:
             x, smem = materialize(ops, x), 0
     out = ops.alloc((T, n_out), np.float32)
-    # Warps sharing a row pair: enough 32-chunk spans per row for every lane of each of them.
-    ksplit = 4 if w.chunks_per_row >= 128 else 2 if w.chunks_per_row >= 64 else 1
-    per_block = (4 // ksplit) * (1 if mode else 2)
-    groups = (n_out + per_block - 1) // per_block
-    grid = (min(groups, 8 * ops.dev.sm_count), (T + tk - 1) // tk)
+    per_block = 4 * (1 if mode else 2)
+    grid = ((n_out + per_block - 1) // per_block, (T + tk - 1) // tk)
     if isinstance(x, Normed):
         inputs = (None, np.int32(K), np.int32(T), x.a, x.b, x.weight, np.float32(x.eps),
                   x.sum_out if x.b is not None else None)
     else:
         inputs = (x, np.int32(K), np.int32(T), None, None, None, np.float32(0), None)
     getattr(ops.dev.kernels("matvec"), f"matvec_t{tk}")(grid, (128,), (
-        w.table, np.int32(len(w.segments)), np.int32(K), np.int32(n_out), np.int32(mode), np.int32(ksplit), *inputs,
+        w.table, np.int32(len(w.segments)), np.int32(K), np.int32(n_out), np.int32(mode), *inputs,
         bias, out, np.int32(n_out)), smem)
     return out
 

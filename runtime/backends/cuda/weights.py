@@ -20,23 +20,22 @@ from runtime.gguf import GGUFTensor
 class Layout:
     qk: int                         # values per block
     block_bytes: int                # bytes per block in the file
-    chunk_values: int               # values decoded from one 16-byte payload load (quant.cuh)
     payload: tuple[int, int]        # byte range of a block kept in q
     scales: tuple[tuple[int, int] | None, ...] = ()   # byte ranges (None: 2 zero bytes) for s
 
 
 LAYOUTS = {
-    Q.F32: Layout(32, 128, 4, (0, 128)),
-    Q.F16: Layout(32, 64, 8, (0, 64)),
-    Q.BF16: Layout(32, 64, 8, (0, 64)),
-    Q.Q4_0: Layout(32, 18, 32, (2, 18), ((0, 2),)),
-    Q.Q4_1: Layout(32, 20, 32, (4, 20), ((0, 4),)),
-    Q.Q5_0: Layout(32, 22, 32, (6, 22), ((0, 2), None, (2, 6))),
-    Q.Q5_1: Layout(32, 24, 32, (8, 24), ((0, 8),)),
-    Q.Q8_0: Layout(32, 34, 16, (2, 34), ((0, 2),)),
-    Q.Q4_K: Layout(256, 144, 32, (0, 144)),
-    Q.Q5_K: Layout(256, 176, 32, (0, 176)),
-    Q.Q6_K: Layout(256, 210, 32, (0, 208), ((208, 210),)),
+    Q.F32: Layout(32, 128, (0, 128)),
+    Q.F16: Layout(32, 64, (0, 64)),
+    Q.BF16: Layout(32, 64, (0, 64)),
+    Q.Q4_0: Layout(32, 18, (2, 18), ((0, 2),)),
+    Q.Q4_1: Layout(32, 20, (4, 20), ((0, 4),)),
+    Q.Q5_0: Layout(32, 22, (6, 22), ((0, 2), None, (2, 6))),
+    Q.Q5_1: Layout(32, 24, (8, 24), ((0, 8),)),
+    Q.Q8_0: Layout(32, 34, (2, 34), ((0, 2),)),
+    Q.Q4_K: Layout(256, 144, (0, 144)),
+    Q.Q5_K: Layout(256, 176, (0, 176)),
+    Q.Q6_K: Layout(256, 210, (0, 208), ((208, 210),)),
 }
 
 
@@ -60,11 +59,6 @@ class QuantLinear:
     @property
     def qtypes(self) -> set[Q]:
         return {s.qtype for s in self.segments}
-
-    @property
-    def chunks_per_row(self) -> int:
-        """16-byte payload loads a row takes in its densest format (what a warp's lanes split)."""
-        return min(self.cols // LAYOUTS[s.qtype].chunk_values for s in self.segments)
 
     @property
     def nbytes(self) -> int:

@@ -5,10 +5,9 @@
 //     q_j          = rope(norm(qkv[b, q_{gG+j}]), pos) * scale
 //     cache[slot[b], g] = (rope(norm(qkv[b, k_g]), pos), qkv[b, v_g])       (split owning pos)
 //     out[b, gG+j] = softmax_p(q_j . K[p]) V      over p < L, through the block table
-// Grid (S, Hkv, B), S <= 32. Split s covers max(ceil(blocks / S), 4) whole KV blocks (splits
-// past the context exit); with several active splits each writes its (max, sum, unnormalised
-// output) to part_* and the last split of (b, g) to finish (atomic counter, reset for the
-// next step, so the kernel replays inside a CUDA graph) combines them.
+// Grid (S, Hkv, B). Split s covers ceil(blocks / S) whole KV blocks; with S > 1 it writes its
+// (max, sum, unnormalised output) to part_* and the last split of (b, g) to finish (atomic
+// counter, reset for the next step, so the kernel replays inside a CUDA graph) combines them.
 // Reference: cpu.py CPUOps.attention. Compile: nvcc -arch=sm_90 -cubin -I. -DHEAD_DIM=128
 // -DKV_T=__half attention_decode.cu. Napkin math: a token at L = 384 reads 2 * 384 * 8 * 128
 // * 2 B = 1.5 MB of cache per layer (f16), 3% of a 1.7B Q4_K_M layer's weights.
@@ -16,8 +15,6 @@
 
 #define AD_THREADS 128
 #define MAX_GROUP 16
-#define MAX_SPLITS 32
-#define MIN_SPLIT_BLOCKS 4
 
 __device__ __forceinline__ float ldcg(const float* p) {
 #ifdef EMULATOR
@@ -39,19 +36,14 @@ extern "C" __global__ void __launch_bounds__(AD_THREADS) attention_decode(
   __shared__ float tmp[4][D];
   __shared__ float sc[MAX_GROUP][AD_THREADS];
   __shared__ float m_run[MAX_GROUP], l_run[MAX_GROUP], corr[MAX_GROUP];
-  __shared__ float weight[MAX_GROUP][MAX_SPLITS];
   __shared__ int is_last;
 
   const int s = blockIdx.x, g = blockIdx.y, b = blockIdx.z, S = gridDim.x;
   const int G = Hq / Hkv, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int L = ctx_lens[b], pos = L - 1;
   const int* table = tables + (i64)b * table_stride[0];
-  // Splits of at least MIN_SPLIT_BLOCKS cache blocks: a short context uses few of the grid's
-  // S splits (the rest exit at once) and the combine reads only the active ones.
-  const int nblk = (L + block_size - 1) / block_size;
-  const int per = max((nblk + S - 1) / S, MIN_SPLIT_BLOCKS), active = (nblk + per - 1) / per;
-  if (s >= active) return;
-  const int start = s * per * block_size, end = min(L, (s + 1) * per * block_size);
+  const int per = ((L + block_size - 1) / block_size + S - 1) / S;
+  const int start = min(L, s * per * block_size), end = min(L, (s + 1) * per * block_size);
   const float* row = qkv + (i64)b * (Hq + 2 * Hkv) * D;
   const float* cr = cos_t + (i64)pos * (D / 2);
   const float* sr = sin_t + (i64)pos * (D / 2);
@@ -153,7 +145,7 @@ extern "C" __global__ void __launch_bounds__(AD_THREADS) attention_decode(
   }
   const i64 head0 = (i64)b * Hq + g * G;
   auto emit = [&](int j, int d, float v) {
-    if (active == 1) out[(head0 + j) * D + d] = v / l_run[j];
+    if (S == 1) out[(head0 + j) * D + d] = v / l_run[j];
     else part_acc[((head0 + j) * S + s) * D + d] = v;
   };
   if (NPART > 1) {
@@ -170,7 +162,7 @@ extern "C" __global__ void __launch_bounds__(AD_THREADS) attention_decode(
 #pragma unroll
         for (int k = 0; k < DPT; k++) emit(j, d0 + AD_THREADS * k, acc[j][k]);
   }
-  if (active == 1) return;
+  if (S == 1) return;
 
   if (tid < G) {
     part_ml[((head0 + tid) * S + s) * 2] = m_run[tid];
@@ -178,30 +170,22 @@ extern "C" __global__ void __launch_bounds__(AD_THREADS) attention_decode(
   }
   __threadfence();
   __syncthreads();
-  if (tid == 0) is_last = atomicAdd(&counters[b * Hkv + g], 1) == active - 1;
+  if (tid == 0) is_last = atomicAdd(&counters[b * Hkv + g], 1) == S - 1;
   __syncthreads();
   if (!is_last) return;
   __threadfence();
-  // The last split: per head j, weight_k = exp(m_k - m) / sum_k l_k exp(m_k - m), then
-  // out = sum_k weight_k acc_k with the split loads independent of each other.
-  if (tid < G) {
-    const float* ml = part_ml + (head0 + tid) * S * 2;
-    float m = NEG_INF, l = 0.0f;
-    for (int k = 0; k < active; k++) m = fmaxf(m, ldcg(ml + 2 * k));
-    for (int k = 0; k < active; k++) {
-      weight[tid][k] = expf(ldcg(ml + 2 * k) - m);
-      l += ldcg(ml + 2 * k + 1) * weight[tid][k];
-    }
-    for (int k = 0; k < active; k++) weight[tid][k] /= l;
-  }
-  __syncthreads();
   for (int e = tid; e < G * D; e += AD_THREADS) {
     const int j = e / D, d = e % D;
-    const float* acc_j = part_acc + (head0 + j) * S * D + d;
-    float o = 0.0f;
-#pragma unroll 4
-    for (int k = 0; k < active; k++) o += ldcg(acc_j + k * D) * weight[j][k];
-    out[(head0 + j) * D + d] = o;
+    const float* ml = part_ml + (head0 + j) * S * 2;
+    float m = NEG_INF;
+    for (int k = 0; k < S; k++) m = fmaxf(m, ldcg(ml + 2 * k));
+    float l = 0.0f, o = 0.0f;
+    for (int k = 0; k < S; k++) {
+      const float w = expf(ldcg(ml + 2 * k) - m);
+      l += ldcg(ml + 2 * k + 1) * w;
+      o += ldcg(part_acc + ((head0 + j) * S + k) * D + d) * w;
+    }
+    out[(head0 + j) * D + d] = o / l;
   }
   if (tid == 0) counters[b * Hkv + g] = 0;
 }

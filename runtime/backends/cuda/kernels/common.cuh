@@ -18,37 +18,39 @@ typedef unsigned long long u64;
 #define FULL_MASK 0xffffffffu
 #define NEG_INF __int_as_float(0xff800000)
 
-struct Add {
-  __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
-};
-struct Max {
-  __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
-};
-
-template <class Op>
-__device__ __forceinline__ float warp_reduce(float v, Op op) {
+__device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(FULL_MASK, v, o));
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
   return v;
 }
 
-__device__ __forceinline__ float warp_sum(float v) { return warp_reduce(v, Add()); }
-__device__ __forceinline__ float warp_max(float v) { return warp_reduce(v, Max()); }
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, o));
+  return v;
+}
 
-// Reduction over the block; every thread gets the result. `red` holds >= 32 floats of
-// shared memory and may be reused right after the call returns.
-template <class Op>
-__device__ __forceinline__ float block_reduce(float v, float* red, float identity, Op op) {
+// Sum over the block; every thread gets the result. `red` holds >= 32 floats of shared
+// memory and may be reused right after the call returns.
+__device__ __forceinline__ float block_sum(float v, float* red) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
-  v = warp_reduce(v, op);
+  v = warp_sum(v);
   __syncthreads();
   if (lane == 0) red[warp] = v;
   __syncthreads();
-  return warp_reduce(lane < nwarps ? red[lane] : identity, op);
+  v = lane < nwarps ? red[lane] : 0.0f;
+  return warp_sum(v);
 }
 
-__device__ __forceinline__ float block_sum(float v, float* red) { return block_reduce(v, red, 0.0f, Add()); }
-__device__ __forceinline__ float block_max(float v, float* red) { return block_reduce(v, red, NEG_INF, Max()); }
+__device__ __forceinline__ float block_max(float v, float* red) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  v = lane < nwarps ? red[lane] : NEG_INF;
+  return warp_max(v);
+}
 
 __device__ __forceinline__ float f16_to_f32(u16 h) { return __half2float(__ushort_as_half(h)); }
 __device__ __forceinline__ float bf16_to_f32(u16 h) { return __uint_as_float((u32)h << 16); }

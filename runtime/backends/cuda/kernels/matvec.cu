@@ -11,9 +11,8 @@
 // Compile check: nvcc -arch=sm_90 -cubin -I. matvec.cu (tests compile it for sm_80, sm_90).
 //
 // Work split: 4 warps a block, 2 weight rows a warp (two output rows, or the gate and up
-// rows of one output), lanes over consecutive 16-byte chunks of the rows, and for wide rows
-// ksplit (1, 2, 4) warps share a pair, each over every ksplit-th span of 32 chunks; blocks
-// loop over groups of pairs; blockIdx.y walks groups of T tokens. Napkin math at T = 1: a Q4_K chunk is 16 bytes -> 32 weights -> ~100
+// rows of one output), lanes over consecutive 16-byte chunks of the rows; blockIdx.y walks
+// groups of T tokens. Napkin math at T = 1: a Q4_K chunk is 16 bytes -> 32 weights -> ~100
 // FP32 instructions per row, so 2 rows a warp share the x loads and stay under the
 // 11.5 B/clk/SM that HBM delivers.
 #include "quant.cuh"
@@ -21,9 +20,10 @@
 #define MV_WARPS 4
 
 template <class FMT, int T>
-__device__ __forceinline__ void dot_rows(const u8* const* q, const u8* const* s, int nchunks, int first,
-                                         int stride, const float* const* xr, float (*acc)[T]) {
-  for (int idx = first; idx < nchunks; idx += stride) {
+__device__ __forceinline__ void dot_rows(const u8* const* q, const u8* const* s, int nchunks,
+                                         const float* const* xr, float (*acc)[T]) {
+  const int lane = threadIdx.x & 31;
+  for (int idx = lane; idx < nchunks; idx += 32) {
     const int ib = idx / FMT::C, c = idx % FMT::C;
     State st[2];
     int col[2];
@@ -46,13 +46,12 @@ __device__ __forceinline__ void dot_rows(const u8* const* q, const u8* const* s,
 }
 
 template <int T>
-__device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int n_out, int mode, int ksplit,
+__device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int n_out, int mode,
                                        const float* x, int ldx, int ntok, const float* norm_a,
                                        const float* norm_b, const float* norm_w, float eps,
                                        float* norm_sum, const float* bias, float* y, int ldy) {
   DYNAMIC_SMEM(float, xs);
   __shared__ float red[32];
-  __shared__ float part[MV_WARPS][2][T];
   const int t0 = blockIdx.y * T, nt = min(T, ntok - t0);
   const float* xbase = x + (i64)t0 * ldx;
   int ld = ldx;
@@ -78,78 +77,53 @@ __device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int
     ld = K;
   }
 
-  // Warp w works on row pair w / ksplit, chunks of K-slice w % ksplit; a block loops over
-  // groups of pairs, so its norm prologue above serves many rows (the lm_head has 19k groups).
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int pairs = MV_WARPS / ksplit, pair = warp / ksplit, slice = warp % ksplit;
-  const int per_pair = mode == 0 ? 2 : 1;
-  const int groups = (n_out + pairs * per_pair - 1) / (pairs * per_pair);
+  const int out0 = (blockIdx.x * MV_WARPS + warp) * (mode == 0 ? 2 : 1);
+  if (out0 >= n_out) return;
+  const int rows[2] = {out0, mode == 0 ? min(out0 + 1, n_out - 1) : out0 + n_out};  // odd N: last row twice
+  const u8* q[2];
+  const u8* s[2];
+  int qt = 0;
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    const Segment& g = find_segment(segs, nseg, rows[r]);
+    q[r] = reinterpret_cast<const u8*>(g.q) + (rows[r] - g.row0) * g.q_row_bytes;
+    s[r] = reinterpret_cast<const u8*>(g.s) + (rows[r] - g.row0) * g.s_row_bytes;
+    qt = (int)g.qtype;
+  }
   const float* xr[T];
 #pragma unroll
   for (int t = 0; t < T; t++) xr[t] = xbase + (i64)min(t, nt - 1) * ld;
 
-  for (int grp = blockIdx.x; grp < groups; grp += gridDim.x) {
-    const int out0 = (grp * pairs + pair) * per_pair;
-    const int rows[2] = {out0, mode == 0 ? min(out0 + 1, n_out - 1) : out0 + n_out};  // odd N: last row twice
-    float acc[2][T];
+  float acc[2][T];
 #pragma unroll
-    for (int r = 0; r < 2; r++)
+  for (int r = 0; r < 2; r++)
 #pragma unroll
-      for (int t = 0; t < T; t++) acc[r][t] = 0.0f;
-    if (out0 < n_out) {
-      const u8* q[2];
-      const u8* s[2];
-      int qt = 0;
+    for (int t = 0; t < T; t++) acc[r][t] = 0.0f;
+  // Both rows of a warp share one qtype: linear.py checks that segments start at even rows
+  // and runs gate/up pairs of different types as a mode-0 launch plus silu_mul.cu.
+  DISPATCH_QTYPE(qt, (dot_rows<FMT, T>(q, s, K / FMT::QK * FMT::C, xr, acc)));
 #pragma unroll
-      for (int r = 0; r < 2; r++) {
-        const Segment& g = find_segment(segs, nseg, rows[r]);
-        q[r] = reinterpret_cast<const u8*>(g.q) + (rows[r] - g.row0) * g.q_row_bytes;
-        s[r] = reinterpret_cast<const u8*>(g.s) + (rows[r] - g.row0) * g.s_row_bytes;
-        qt = (int)g.qtype;
-      }
-      // Both rows of a warp share one qtype: linear.py checks that segments start at even rows
-      // and runs gate/up pairs of different types as a mode-0 launch plus silu_mul.cu.
-      DISPATCH_QTYPE(qt, (dot_rows<FMT, T>(q, s, K / FMT::QK * FMT::C, 32 * slice + lane, 32 * ksplit, xr, acc)));
-    }
-    float v[2][T];
-#pragma unroll
-    for (int t = 0; t < T; t++) {
-      v[0][t] = warp_sum(acc[0][t]);
-      v[1][t] = warp_sum(acc[1][t]);
-    }
-    if (ksplit > 1) {               // add the K-slices of a pair through shared memory
-      __syncthreads();
-      if (lane == 0)
-#pragma unroll
-        for (int t = 0; t < T; t++) { part[warp][0][t] = v[0][t]; part[warp][1][t] = v[1][t]; }
-      __syncthreads();
-#pragma unroll
-      for (int t = 0; t < T; t++) {
-        for (int w = 1; w < ksplit; w++) { v[0][t] += part[warp + w][0][t]; v[1][t] += part[warp + w][1][t]; }
-      }
-    }
-    if (lane != 0 || slice != 0 || out0 >= n_out) continue;
-#pragma unroll
-    for (int t = 0; t < T; t++) {
-      if (t >= nt) break;
-      float* yt = y + (i64)(t0 + t) * ldy;
-      if (mode == 0) {
-        yt[rows[0]] = bias != nullptr ? v[0][t] + bias[rows[0]] : v[0][t];
-        if (out0 + 1 < n_out) yt[rows[1]] = bias != nullptr ? v[1][t] + bias[rows[1]] : v[1][t];
-      } else {
-        yt[out0] = v[0][t] / (1.0f + expf(-v[0][t])) * v[1][t];
-      }
+  for (int t = 0; t < T; t++) {
+    const float v0 = warp_sum(acc[0][t]), v1 = warp_sum(acc[1][t]);
+    if (lane != 0 || t >= nt) continue;
+    float* yt = y + (i64)(t0 + t) * ldy;
+    if (mode == 0) {
+      yt[rows[0]] = bias != nullptr ? v0 + bias[rows[0]] : v0;
+      if (out0 + 1 < n_out) yt[rows[1]] = bias != nullptr ? v1 + bias[rows[1]] : v1;
+    } else {
+      yt[out0] = v0 / (1.0f + expf(-v0)) * v1;
     }
   }
 }
 
 #define MATVEC_KERNEL(T)                                                                        \
   extern "C" __global__ void __launch_bounds__(MV_WARPS * 32) matvec_t##T(                      \
-      const Segment* segs, int nseg, int K, int n_out, int mode, int ksplit, const float* x,     \
-      int ldx, int ntok, const float* norm_a, const float* norm_b, const float* norm_w,          \
-      float eps, float* norm_sum, const float* bias, float* y, int ldy) {                        \
-    matvec<T>(segs, nseg, K, n_out, mode, ksplit, x, ldx, ntok, norm_a, norm_b, norm_w, eps,     \
-              norm_sum, bias, y, ldy);                                                           \
+      const Segment* segs, int nseg, int K, int n_out, int mode, const float* x, int ldx,        \
+      int ntok, const float* norm_a, const float* norm_b, const float* norm_w, float eps,        \
+      float* norm_sum, const float* bias, float* y, int ldy) {                                   \
+    matvec<T>(segs, nseg, K, n_out, mode, x, ldx, ntok, norm_a, norm_b, norm_w, eps, norm_sum,   \
+              bias, y, ldy);                                                                     \
   }
 MATVEC_KERNEL(1)
 MATVEC_KERNEL(2)

@@ -103,39 +103,72 @@ template <> struct Fmt<Q8_0> {
   }
 };
 
-// Q4_0, Q4_1, Q5_0, Q5_1: 32 columns a block; qs byte i holds column i (low nibble) and
-// i + 16 (high nibble); the 5-bit formats take bit i of qh as column i's fifth bit. s holds
-// {d} (Q4_0), {d, m} (Q4_1) or {d, m or 0, qh} (Q5_0, Q5_1); w = d * q + n, n = m or -offset * d.
-template <int QT> struct Legacy32 {
-  static constexpr bool FIVE = QT == Q5_0 || QT == Q5_1, MIN = QT == Q4_1 || QT == Q5_1;
-  static constexpr int QK = 32, P = 16, S = QT == Q4_0 ? 2 : QT == Q4_1 ? 4 : 8, C = 1, NR = 2, RL = 16;
+// Q4_0 / Q4_1: byte i holds column i (low nibble) and column i + 16 (high nibble).
+template <> struct Fmt<Q4_0> {
+  static constexpr int QK = 32, P = 16, S = 2, C = 1, NR = 2, RL = 16;
   __device__ static void load(const u8* q, const u8* s, int ib, int, State& st, int* col) {
     st.v = load16(q + ib * P);
-    u32 dm = 0, qh = 0;
-    if (QT == Q4_0) {
-      dm = reinterpret_cast<const u16*>(s)[ib];
-    } else if (QT == Q4_1) {
-      dm = reinterpret_cast<const u32*>(s)[ib];
-    } else {
-      const uint2 h = reinterpret_cast<const uint2*>(s)[ib];
-      dm = h.x;
-      qh = h.y;
-    }
+    st.d0 = f16_to_f32(reinterpret_cast<const u16*>(s)[ib]);
+    st.n0 = -8.0f * st.d0;
+    col[0] = ib * QK;
+    col[1] = ib * QK + 16;
+  }
+  __device__ static float4 get4(const State& st, int run, int i) {
+    const u32 w = word_of(st.v, i / 4) >> (4 * run);
+    return map4(w, [&](u32 b, int) { return st.d0 * u2f(b & 0xF) + st.n0; });
+  }
+};
+
+template <> struct Fmt<Q4_1> {
+  static constexpr int QK = 32, P = 16, S = 4, C = 1, NR = 2, RL = 16;
+  __device__ static void load(const u8* q, const u8* s, int ib, int, State& st, int* col) {
+    st.v = load16(q + ib * P);
+    const u32 dm = reinterpret_cast<const u32*>(s)[ib];
     st.d0 = f16_to_f32((u16)(dm & 0xFFFF));
-    st.n0 = MIN ? f16_to_f32((u16)(dm >> 16)) : (FIVE ? -16.0f : -8.0f) * st.d0;
-    st.h.x = qh;
+    st.n0 = f16_to_f32((u16)(dm >> 16));
+    col[0] = ib * QK;
+    col[1] = ib * QK + 16;
+  }
+  __device__ static float4 get4(const State& st, int run, int i) {
+    const u32 w = word_of(st.v, i / 4) >> (4 * run);
+    return map4(w, [&](u32 b, int) { return st.d0 * u2f(b & 0xF) + st.n0; });
+  }
+};
+
+// Q5_0 / Q5_1: s = {d, m or 0, qh}; bit i of qh is the fifth bit of column i.
+template <> struct Fmt<Q5_0> {
+  static constexpr int QK = 32, P = 16, S = 8, C = 1, NR = 2, RL = 16;
+  __device__ static void load(const u8* q, const u8* s, int ib, int, State& st, int* col) {
+    st.v = load16(q + ib * P);
+    const uint2 h = reinterpret_cast<const uint2*>(s)[ib];
+    st.d0 = f16_to_f32((u16)(h.x & 0xFFFF));
+    st.n0 = -16.0f * st.d0;
+    st.h.x = h.y;
     col[0] = ib * QK;
     col[1] = ib * QK + 16;
   }
   __device__ static float4 get4(const State& st, int run, int i) {
     const u32 hb = st.h.x >> (i + 16 * run), w = word_of(st.v, i / 4) >> (4 * run);
-    return map4(w, [&](u32 b, int k) { return st.d0 * u2f((b & 0xF) | (FIVE ? ((hb >> k) & 1) << 4 : 0)) + st.n0; });
+    return map4(w, [&](u32 b, int k) { return st.d0 * u2f((b & 0xF) | (((hb >> k) & 1) << 4)) + st.n0; });
   }
 };
-template <> struct Fmt<Q4_0> : Legacy32<Q4_0> {};
-template <> struct Fmt<Q4_1> : Legacy32<Q4_1> {};
-template <> struct Fmt<Q5_0> : Legacy32<Q5_0> {};
-template <> struct Fmt<Q5_1> : Legacy32<Q5_1> {};
+
+template <> struct Fmt<Q5_1> {
+  static constexpr int QK = 32, P = 16, S = 8, C = 1, NR = 2, RL = 16;
+  __device__ static void load(const u8* q, const u8* s, int ib, int, State& st, int* col) {
+    st.v = load16(q + ib * P);
+    const uint2 h = reinterpret_cast<const uint2*>(s)[ib];
+    st.d0 = f16_to_f32((u16)(h.x & 0xFFFF));
+    st.n0 = f16_to_f32((u16)(h.x >> 16));
+    st.h.x = h.y;
+    col[0] = ib * QK;
+    col[1] = ib * QK + 16;
+  }
+  __device__ static float4 get4(const State& st, int run, int i) {
+    const u32 hb = st.h.x >> (i + 16 * run), w = word_of(st.v, i / 4) >> (4 * run);
+    return map4(w, [&](u32 b, int k) { return st.d0 * u2f((b & 0xF) | (((hb >> k) & 1) << 4)) + st.n0; });
+  }
+};
 
 // Q4_K: 256 columns in 8 sub-blocks of 32 with 6-bit scales and mins; block =
 // {d f16, dmin f16, scales[12], qs[128]}; qs byte 32p + l holds column 64p + l (low
