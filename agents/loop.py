@@ -121,7 +121,7 @@ class Agent:
                     step.observation = note = (
                         prompts.PLAIN_ANSWER if mode == "answer" else
                         prompts.MALFORMED.format(errors="; ".join(reply.call_errors)) if reply.call_errors
-                        else prompts.CUT_OFF)
+                        else prompts.CUT_OFF if reply.finish_reason == "length" else prompts.PLAIN_CALL)
                     if mode == "chat":
                         interaction += [{"role": "assistant", "content": reply.content},
                                         {"role": "user", "content": step.observation}]
@@ -148,8 +148,9 @@ class Agent:
         with the result's values as arguments, when they mean to answer."""
         if reply.calls:
             return ("calls", None) if fresh else ("repeat", reply.calls[0].name)
-        if reply.call_errors or reply.finish_reason == "length" or looks_like_call(reply.content):
-            # (in answer mode no tools are offered, so any call-shaped text is a mistake)
+        # A reply cut at max_tokens counts only if it was a call; cut plain text is still an
+        # answer. In answer mode no tools are offered, so any call-shaped text is a mistake.
+        if reply.call_errors or looks_like_call(reply.content):
             named = None if answer_mode else attempted_tool(reply.content, tools)
             if named is not None and named in {c.name for c in turn.calls if c.ok}:
                 return "repeat", named

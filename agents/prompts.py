@@ -19,6 +19,9 @@ MALFORMED = (
     "or answer in plain text."
 )
 
+PLAIN_CALL = ('To call a tool, reply with only the JSON object {"name": "<tool>", "arguments": {...}}, '
+              "nothing around it.")
+
 CUT_OFF = ("Your reply was cut off at the token limit before it was complete. Keep tool "
            "arguments short, or answer in plain text.")
 
@@ -71,8 +74,8 @@ def flat_request(user: str, calls: list, note: str, closing: str, limit: int) ->
         lines = []
         for c in calls:
             if c.ok:
-                args = ", ".join(f"{k}={clip(str(v), 60)}" for k, v in c.arguments.items()) \
-                    if isinstance(c.arguments, dict) else clip(c.arguments, 60)
+                args = ", ".join(f"{k}={clip(str(v), 150)}" for k, v in c.arguments.items()) \
+                    if isinstance(c.arguments, dict) else clip(c.arguments, 150)
                 lines += [f"- {c.name}({args}): {clip(line, 300)}" for line in facts(c.result.get("data"))]
             else:     # without its arguments: shown them, small models send the same again
                 lines.append(f"- {c.name} failed: {clip(str(c.result.get('error')), 300)}. "

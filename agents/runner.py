@@ -24,10 +24,12 @@ from agents.state import Conversation
 from agents.suite import Suite
 
 
-def offered(registry, names: list[str] | None, hide: list[str] = ()) -> list[dict]:
+def offered(registry, names: list[str] | None, hide: list[str] = (), require: list[str] = ()) -> list[dict]:
     """OpenAI schemas of the tools a turn offers: `names` are toolsets or tool names (None:
-    every tool), without the optional parameters named in `hide` ("tool.parameter"): what a
-    small model is not shown it cannot fill with values borrowed from a description."""
+    every tool), without the optional parameters named in `hide` ("tool.parameter") and with
+    those in `require` made required. What a small model is not shown it cannot fill with
+    values borrowed from a description; what the schema requires the server enforces (a
+    call without it is refused, and asked for again under constrained decoding)."""
     sets = set(registry.toolsets())
     unknown = [n for n in names or [] if n not in sets and n not in registry.tools]
     if unknown:
@@ -43,6 +45,12 @@ def offered(registry, names: list[str] | None, hide: list[str] = ()) -> list[dic
                 if param in params.get("required", []):
                     raise ValueError(f"hide_parameters: {item} is required and cannot be hidden")
                 del params["properties"][param]
+        for item in require:
+            name, _, param = item.partition(".")
+            if name == tool.name:
+                if param not in params.get("properties", {}):
+                    raise ValueError(f"require_parameters: {tool.name} has no parameter {param!r}")
+                params["required"] = sorted(set(params.get("required", [])) | {param})
         out.append(schema)
     return out
 
@@ -95,7 +103,8 @@ class SuiteRunner:
         for spec in self.suite.turns:
             if spec.new_session:
                 agent.conversation.reset()
-            turn = agent.run(fill(spec.user), offered(self.registry, spec.tools, self.suite.hide_parameters))
+            turn = agent.run(fill(spec.user), offered(self.registry, spec.tools, self.suite.hide_parameters,
+                                                            self.suite.require_parameters))
             checks = evaluate(spec.expect, turn, self.probe, fill, mark)
             record = {"name": spec.name, "passed": all(c.ok for c in checks) and turn.answer is not None,
                       "checks": [asdict(c) for c in checks], "new_session": spec.new_session, **turn.to_dict()}

@@ -3,6 +3,7 @@
     name: canonical
     agent: {max_steps: 8, temperature: 0.3}    # AgentConfig fields (optional)
     hide_parameters: [rag_ingest.paths]        # optional parameters the model is not shown
+    require_parameters: [rag_ingest.source]    # optional ones its schema makes required
     reset:                                     # before each seed, not by the model
       sql: [{db: "suite_{run}", sql: "DROP TABLE IF EXISTS facts"}]
       rag_sources: ["qwen-background-{run}"]   # documents deleted from `collection`
@@ -105,7 +106,8 @@ class Suite:
     turns: list[TurnSpec]
     description: str = ""
     agent: dict = field(default_factory=dict)
-    hide_parameters: list[str] = field(default_factory=list)   # "tool.parameter"
+    hide_parameters: list[str] = field(default_factory=list)     # "tool.parameter"
+    require_parameters: list[str] = field(default_factory=list)  # "tool.parameter"
     reset: Reset = field(default_factory=Reset)
     path: Path | None = None
 
@@ -148,9 +150,9 @@ def parse(data: dict, path: Path | None = None) -> Suite:
         turns.append(turn)
     if not turns:
         raise ValueError(f"{where}: a suite needs at least one turn")
-    bad = [h for h in suite.hide_parameters if h.count(".") != 1]
+    bad = [h for h in suite.hide_parameters + suite.require_parameters if h.count(".") != 1]
     if bad:
-        raise ValueError(f"{where}: hide_parameters takes tool.parameter names, not {bad}")
+        raise ValueError(f"{where}: hide_ and require_parameters take tool.parameter names, not {bad}")
     suite.turns = turns
     names = [t.name for t in turns]
     if len(set(names)) != len(names):

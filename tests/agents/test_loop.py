@@ -65,14 +65,14 @@ def test_malformed_call_of_an_unknown_tool_goes_back_as_an_observation(agent_for
     assert turn.steps[0].kind == "malformed" and turn.answer == "I cannot multiply."
 
 
-def test_cut_off_reply_is_not_a_call_and_gets_a_hint(agent_for, registry, counter):
+def test_cut_off_call_is_not_a_call_but_cut_off_text_is_an_answer(agent_for, registry, counter):
     agent, fake = agent_for([cut('{"name": "add", "argu'), call("add", a=1, b=1), text("2")])
     turn = agent.run("1+1", registry.openai_tools())
+    assert [s.kind for s in turn.steps] == ["malformed", "calls", "answer"]
     assert fake.requests[1]["tool_choice"] == {"type": "function", "function": {"name": "add"}}
-    agent2, fake2 = agent_for([cut("The answer is a long"), text("2")])
+    agent2, _ = agent_for([cut("The answer is two, because one and one")])
     turn2 = agent2.run("1+1", registry.openai_tools())
-    assert fake2.requests[1]["messages"][-1]["content"] == prompts.CUT_OFF
-    assert [s.kind for s in turn.steps] == ["malformed", "calls", "answer"] and turn2.answer == "2"
+    assert turn2.answer == "The answer is two, because one and one" and turn2.steps[0].finish_reason == "length"
 
 
 def test_repeated_call_is_not_run_again_and_the_model_is_steered_to_answer(agent_for, registry, counter):

@@ -49,7 +49,7 @@ def test_shipped_suites_load():
     assert {"canonical", "freeform"} <= set(names)
     canonical = load("canonical")
     assert [t.name for t in canonical.turns] == ["discover", "store_facts", "store_background", "remember", "recall"]
-    assert canonical.turns[1].expect.sql[0].min_rows == 3
+    assert canonical.turns[1].expect.sql[0].min_rows == 1
     assert load(str(SUITES_DIR / "freeform.yaml")).turns[0].expect.called == ["sql_exec", "rag_ingest", "memory_add"]
 
 
@@ -102,3 +102,12 @@ def test_hidden_parameters_are_not_shown_and_required_ones_cannot_be_hidden(regi
         offered(registry, ["wait"], ["wait.seconds"])
     with pytest.raises(ValueError, match="unknown tools"):
         offered(registry, ["nope"])
+
+
+def test_required_parameters_are_added_to_the_schema_the_model_sees(registry):
+    from agents.runner import offered
+    wait = offered(registry, ["wait"], require=["wait.label"])[0]["function"]["parameters"]
+    assert sorted(wait["required"]) == ["label", "seconds"]
+    assert registry.tools["wait"].parameters["required"] == ["seconds"]
+    with pytest.raises(ValueError, match="no parameter"):
+        offered(registry, ["wait"], require=["wait.colour"])
