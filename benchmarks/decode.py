@@ -115,9 +115,11 @@ def main() -> None:
                                   prefill_tok_s=r["prefill"][args.prompt]["tok_s"] if b == 1 else None,
                                   prefill_2048_tok_s=r["prefill"].get(2048, {}).get("tok_s") if b == 1 else None,
                                   ttft_ms=r["prefill"][args.prompt]["ms"] if b == 1 else None,
-                                  cold_start_s=cold if b == 1 else None, peak_gpu_mib=r["peak_pool_mib"],
+                                  cold_start_s=cold["first_token"] if b == 1 else None,
+                                  cold_start_phases_s=cold if b == 1 else None, peak_gpu_mib=r["peak_pool_mib"],
                                   engine_step_tok_s=r["engine_step_tok_s"] if b == 1 else None))
-        print(f"samevm {s} {w}: {r['decode']} prefill {r['prefill']} cold {cold:.2f} s", flush=True)
+        print(f"samevm {s} {w}: {r['decode']} prefill {r['prefill']} cold {cold}", flush=True)
+        save(records, env)
 
     refs = {}
     if "parity" not in skip:       # CPU references in the background while the peers run
@@ -140,6 +142,7 @@ def main() -> None:
                                       cold_start_s=r["cold_start_s"] if b == 1 else None,
                                       gpu_buffers_mib=r["gpu_buffers_mib"], tg128_bench_tok_s=r["tg_bench"]))
             print(f"llama.cpp {s} {w}: {r['decode']} prefill {r['prefill']}", flush=True)
+            save(records, env)
     checks = {}
     if refs:
         refs_proc.wait()
@@ -149,6 +152,7 @@ def main() -> None:
         for r in records:
             if r["engine"] == "samevm (CUDA)" and r["batch"] == 1:
                 r["parity"] = checks.get((r["shape"], r["weights"]))
+        save(records, env)
     if "transformers" not in skip:
         for s in shapes:
             r = peers.transformers_run(paths[s, "F16"], batches, args.prompt, args.new, prefill_lens, 151936)
@@ -159,22 +163,30 @@ def main() -> None:
                                       prefill_2048_tok_s=r["prefill"].get(2048, {}).get("tok_s") if b == 1 else None,
                                       peak_gpu_mib=r["peak_gpu_mib"]))
             print(f"transformers {s}: {r['decode']} prefill {r['prefill']}", flush=True)
+            save(records, env)
 
-    for r in records:
-        r.update(env)
-        peer = {x["engine"]: x for x in records if (x["shape"], x["weights"], x["batch"]) == (r["shape"], r["weights"], r["batch"])}
-        if r["engine"] == "samevm (CUDA)" and "llama.cpp" in peer:
-            r["vs_llama_cpp"] = r["decode_tok_s"] / peer["llama.cpp"]["decode_tok_s"]
     kernels = None
     if "kernels" not in skip:
         from runtime.backends.cuda import CUDAOps
         from runtime.backends.cuda.timing import report
         kernels = report(CUDAOps())
+        (RESULTS / "decode_kernels.json").write_text(json.dumps({"copy_GBps": bw / 1e9, "kernels": kernels, **env},
+                                                                indent=1))
+    save(records, env)
+    summary(records)
+
+
+def save(records: list[dict], env: dict) -> None:
+    """decode.json (+ .png) with what has been measured so far: called after every engine,
+    so a run cut short keeps its numbers."""
+    for r in records:
+        r.update(env)
+        peer = {x["engine"]: x for x in records if (x["shape"], x["weights"], x["batch"]) == (r["shape"], r["weights"], r["batch"])}
+        if r["engine"] == "samevm (CUDA)" and "llama.cpp" in peer:
+            r["vs_llama_cpp"] = r["decode_tok_s"] / peer["llama.cpp"]["decode_tok_s"]
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "decode.json").write_text(json.dumps(records, indent=1))
-    (RESULTS / "decode_kernels.json").write_text(json.dumps({"copy_GBps": bw / 1e9, "kernels": kernels, **env}, indent=1))
     plot(records, RESULTS / "decode.png")
-    summary(records)
 
 
 def summary(records: list[dict]) -> None:

@@ -93,6 +93,19 @@ def test_graph_replay_equals_eager(tiny_gguf, tokenizer_cache):
     assert set(graphed.ops.graphs.buckets) >= {8}
 
 
+def test_graphs_beyond_matvec_capture_cublas(tiny_gguf, tokenizer_cache):
+    """20 sequences: the 32 bucket runs its linear layers as dequantize + cuBLAS inside the
+    graph (no fallback to matvec.cu), with the tokens of the eager engine."""
+    path = tiny_gguf("qwen2", Q.Q8_0)
+    graphed = cuda_engine(path, tokenizer_cache, EXACT)
+    eager = cuda_engine(path, tokenizer_cache, {**EXACT, "graphs": False})
+    ps = engine_tests.prompts(graphed, 20)
+    params = SamplingParams(max_tokens=12, temperature=0, ignore_eos=True)
+    assert [c.token_ids for c in graphed.generate(ps, params)] == [c.token_ids for c in eager.generate(ps, params)]
+    bucket = graphed.ops.graphs.buckets[32]
+    assert bucket.graph is not None and bucket.fallback is None, bucket.fallback
+
+
 def test_sampler_matches_cpu_sampler():
     from runtime.backends.cuda.check import check_sampling
     ops = make_ops()

@@ -4,11 +4,16 @@ on the kernel emulator (emulator/, numpy arrays) in tests without a GPU.
 A `Device` owns one non-blocking stream (CUDA graphs cannot capture the legacy default
 stream), compiles kernels/<name>.cu with NVRTC once per set of defines (CuPy caches the
 binaries on disk), launches them, runs cuBLAS GEMMs and captures/replays CUDA graphs.
+cuBLAS gets its own handle, bound to that stream with a fixed workspace once, at start,
+and cublasGemmEx is called through ctypes: CuPy's wrappers refuse every cuBLAS call while a
+stream is capturing, and a GEMM that may allocate its workspace cannot be captured either.
 Kernel arguments are device arrays, None (a null pointer) or numpy scalars (np.int32,
 np.float32), exactly what the kernel's C signature takes.
 """
 from __future__ import annotations
 
+import ctypes
+import os
 from pathlib import Path
 
 import numpy as np
@@ -21,10 +26,37 @@ _CUDA_R_32F, _CUDA_R_16F = 0, 2
 _COMPUTE_32F = 68
 _GEMM_DEFAULT = -1
 _DTYPE_CODE = {np.dtype(np.float32): _CUDA_R_32F, np.dtype(np.float16): _CUDA_R_16F}
+CUBLAS_WORKSPACE = 32 << 20     # what cuBLAS asks for on Hopper
+
+
+def _loaded_cublas():
+    """The libcublas CuPy already loaded (RTLD_NOLOAD: never a second copy), or None."""
+    for name in ("libcublas.so.13", "libcublas.so.12", "libcublas.so"):
+        try:
+            return ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_GLOBAL)
+        except OSError:
+            continue
+    return None
 
 
 class CaptureError(RuntimeError):
     """Something in a forward pass cannot be captured into a CUDA graph."""
+
+
+class CublasError(RuntimeError):
+    pass
+
+
+def _gemm_ex(lib):
+    """cublasGemmEx from the loaded library, typed (None where it is missing)."""
+    fn = getattr(lib, "cublasGemmEx", None) if lib is not None else None
+    if fn is not None:
+        c = ctypes
+        fn.argtypes = [c.c_void_p, c.c_int, c.c_int, c.c_int, c.c_int, c.c_int, c.c_void_p,
+                       c.c_void_p, c.c_int, c.c_int, c.c_void_p, c.c_int, c.c_int, c.c_void_p,
+                       c.c_void_p, c.c_int, c.c_int, c.c_int, c.c_int]
+        fn.restype = c.c_int
+    return fn
 
 
 class Kernels:
@@ -60,6 +92,15 @@ class CupyDevice:
         self.max_smem = props["sharedMemPerBlockOptin"]
         self.device_name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
         self.use()
+        self._handle = cublas.create()
+        cublas.setStream(self._handle, self.stream.ptr)
+        cublas.setPointerMode(self._handle, 0)            # alpha, beta on the host
+        self._workspace = cupy.empty(CUBLAS_WORKSPACE, np.uint8)
+        lib = _loaded_cublas()                            # CuPy does not wrap cublasSetWorkspace
+        self.cublas_workspace_set = lib is not None and hasattr(lib, "cublasSetWorkspace_v2") and \
+            lib.cublasSetWorkspace_v2(ctypes.c_void_p(self._handle), ctypes.c_void_p(self._workspace.data.ptr),
+                                      ctypes.c_size_t(CUBLAS_WORKSPACE)) == 0
+        self._gemm_ex = _gemm_ex(lib)
 
     def use(self) -> None:
         """Make the backend's stream current for this thread (cupy array ops follow it)."""
@@ -106,14 +147,15 @@ class CupyDevice:
         """y[:, c0:c0 + N] (f32) = x[T, K] @ w[N, K]^T, x and w both f16 or both f32."""
         T, K = x.shape
         N, ldy = w.shape[0], y.shape[1]
-        handle = self.xp.cuda.device.get_cublas_handle()
-        self._cublas.setStream(handle, self.stream.ptr)
-        self._cublas.setPointerMode(handle, 0)            # alpha, beta on the host
         code = _DTYPE_CODE[np.dtype(x.dtype)]
         # column-major: y^T [N, T] = w [N, K] . x^T [K, T]  (w row-major = (w^T) column-major)
-        self._cublas.gemmEx(handle, _OP_T, _OP_N, N, T, K, self._alpha.ctypes.data,
-                            w.data.ptr, code, K, x.data.ptr, code, K, self._beta.ctypes.data,
-                            y.data.ptr + 4 * out_col0, _CUDA_R_32F, ldy, _COMPUTE_32F, _GEMM_DEFAULT)
+        args = (self._handle, _OP_T, _OP_N, N, T, K, self._alpha.ctypes.data, w.data.ptr, code, K,
+                x.data.ptr, code, K, self._beta.ctypes.data, y.data.ptr + 4 * out_col0, _CUDA_R_32F, ldy,
+                _COMPUTE_32F, _GEMM_DEFAULT)
+        if self._gemm_ex is None:                          # CuPy's wrapper: fine outside a capture
+            self._cublas.gemmEx(*args)
+        elif (status := self._gemm_ex(*args)) != 0:
+            raise CublasError(f"cublasGemmEx failed with status {status} (T={T}, N={N}, K={K})")
 
     # ---- graphs --------------------------------------------------------------------
     def capture(self, fn):
@@ -124,7 +166,7 @@ class CupyDevice:
         try:
             result = fn()
         except (cupy.cuda.runtime.CUDARuntimeError, cupy.cuda.driver.CUDADriverError,
-                self._cublas.CUBLASError, NotImplementedError) as e:   # CuPy refuses cuBLAS in a capture
+                self._cublas.CUBLASError, CublasError, NotImplementedError) as e:   # CuPy refuses cuBLAS in a capture
             try:
                 self.stream.end_capture()
             except cupy.cuda.runtime.CUDARuntimeError as again:   # the capture was invalidated

@@ -49,6 +49,7 @@ class Bucket:
     graph: object = None
     logits: object = None       # outputs of the captured pass
     stats: object = None
+    fallback: str | None = None  # why the bucket was captured with matvec.cu only
 
 
 class DecodeGraphs:
@@ -84,6 +85,7 @@ class DecodeGraphs:
             self._capture(bucket, forward, kv)
         except CaptureError as e:       # e.g. cuBLAS refusing capture: matvec.cu runs every row
             log.warning("decode bucket %d: %s; capturing it with matvec.cu only", size, e)
+            bucket.fallback = str(e)
             keep, ops.matvec_max_tokens = ops.matvec_max_tokens, max(ops.matvec_max_tokens, size)
             try:
                 bucket.arena = Arena(dev.xp)

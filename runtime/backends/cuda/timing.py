@@ -12,6 +12,7 @@ from gguf import GGMLQuantizationType as Q
 
 from runtime.backends import AttentionParams, ForwardBatch
 from runtime.backends.cuda.batch import pack, views
+from runtime.backends.cuda.device import CaptureError
 from runtime.backends.cuda.graphs import Arena
 from runtime.backends.cuda.linear import Normed
 from runtime.gguf import GGUFTensor
@@ -60,7 +61,6 @@ def graph_us(ops, launch, copies: int, per_copy: int = 4) -> float:
 
 def cublas_capture_error(ops) -> str | None:
     """None if a cuBLAS GEMM can be captured into a CUDA graph here, else the error."""
-    from runtime.backends.cuda.device import CaptureError
     xp = ops.dev.xp
     x, w, y = xp.ones((16, 256), np.float16), xp.ones((256, 256), np.float16), xp.empty((16, 256), np.float32)
     try:
@@ -91,6 +91,7 @@ def report(ops) -> list[dict]:
     def add(name, us, nbytes):
         rows.append({"kernel": name, "us": us, "GB/s": nbytes / us / 1e3, "of_copy": nbytes / us / 1e3 / (bw / 1e9)})
 
+    keep = ops.matvec_max_tokens
     H, F, V = 2048, 6144, 151936
     shapes = [("qkv (norm fused)", Q.Q4_K, 4096, H, None, True), ("o_proj", Q.Q4_K, H, H, None, False),
               ("gate_up+silu (norm fused)", Q.Q4_K, 2 * F, H, "silu_mul", True), ("down", Q.Q6_K, H, F, None, False),
@@ -101,19 +102,23 @@ def report(ops) -> list[dict]:
         w0 = ops.linear_weight([t])
         copies = max(1, min(16, -(-2 * L2_BYTES // w0.nbytes)))
         ws = [w0] + [ops.linear_weight([GGUFTensor(f"w{i}", qtype, t.shape, t.data)]) for i in range(1, copies)]
-        for T in (1, 8, 16, 64):
+        for T in (1, 2, 4, 8, 16, 64):
             x = xp.asarray(rng.standard_normal((T, k)).astype(np.float32))
             r, nw = xp.asarray(rng.standard_normal((T, k)).astype(np.float32)), xp.ones(k, np.float32)
             inp = Normed(x, r, nw, 1e-6, xp.empty((T, k), np.float32)) if normed else x
-            ops.matvec_max_tokens = 64
-            us = graph_us(ops, lambda i: ops.linear(inp, ws[i], act=act), copies)
-            add(f"matvec T={T} {name} {qtype.name} [{n}x{k}]", us, w0.nbytes + 4 * T * (k + n))
-            if T >= 16:       # the cuBLAS path, eager: dequantize to f16 scratch + GEMM
-                ops.matvec_max_tokens = 8
-                ms, _, _ = events_ms(dev, lambda: ops.linear(inp, ws[0], act=act))
-                add(f"dequant+cublas-f16 T={T} {name} {qtype.name} [{n}x{k}] (eager)", ms * 1e3,
-                    w0.nbytes + 4 * T * (k + n))
-        ops.matvec_max_tokens = 8
+            for path, limit in (("matvec", 64), ("dequant+cublas-f16", 0)):
+                if path == "matvec" and T > 16 and name == "lm_head":
+                    continue                       # ~24 ms a launch: known to lose
+                if limit == 0 and T == 1:
+                    continue
+                ops.matvec_max_tokens = limit
+                try:
+                    us = graph_us(ops, lambda i: ops.linear(inp, ws[i], act=act), copies)
+                except CaptureError as e:       # cuBLAS refused the capture: time it eagerly
+                    ms, _, _ = events_ms(dev, lambda: ops.linear(inp, ws[0], act=act))
+                    us, path = ms * 1e3, f"{path} (eager: {str(e)[:40]})"
+                add(f"{path} T={T} {name} {qtype.name} [{n}x{k}]", us, w0.nbytes + 4 * T * (k + n))
+        ops.matvec_max_tokens = keep
         ops._loaded.clear()
 
     D, Hq, Hkv, bs = 128, 16, 8, 16
