@@ -19,6 +19,18 @@ def test_chat_answers_with_a_local_gguf(tmp_path, tiny_gguf, capsys):
     assert "6 tokens" in captured.err or "finish stop" in captured.err
 
 
+def test_cpu_weights_are_int8_by_default_and_float32_on_request(tmp_path, tiny_gguf, capsys, monkeypatch):
+    args = ["--home", str(tmp_path), "chat", "hi", "--model", tiny_gguf("qwen2"), "--backend", "cpu",
+            "--max-tokens", "2"]
+    assert main(args) == 0
+    assert "on cpu int8," in capsys.readouterr().err
+    assert main(args + ["--cpu-dtype", "float32"]) == 0
+    assert "on cpu float32," in capsys.readouterr().err
+    monkeypatch.setenv("SAMEVM_CPU_DTYPE", "bfloat16")
+    assert main(args) == 0
+    assert "on cpu bfloat16," in capsys.readouterr().err
+
+
 def test_bad_model_name_is_a_clear_error(tmp_path, capsys):
     assert main(["--home", str(tmp_path), "models", "path", "nope"]) == 2
     assert "no model file or known model named 'nope'" in capsys.readouterr().err

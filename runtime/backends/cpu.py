@@ -70,6 +70,7 @@ class CPUOps:
     def __init__(self, dtype: str = "float32", threads: int | None = None):
         """dtype: float32 (the reference), bfloat16, or int8 (int8 weights, float32 activations)."""
         self.int8 = dtype == "int8"
+        self.weights = dtype                  # what the weights are held in, for logs and status
         self.dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "int8": torch.float32}[dtype]
         if threads:
             torch.set_num_threads(threads)

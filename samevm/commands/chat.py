@@ -13,6 +13,8 @@ def register(sub) -> None:
     p.add_argument("prompt")
     p.add_argument("--model", help="known model name or GGUF path")
     p.add_argument("--backend", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--cpu-dtype", choices=["int8", "bfloat16", "float32"],
+                   help="CPU weights (default: the settings' cpu_dtype, int8; float32 is the reference)")
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--temperature", type=float, default=0.0)
     p.set_defaults(func=run)
@@ -23,6 +25,7 @@ def run(args, settings) -> int:
 
     path = catalog.resolve(args.model or settings.model, settings.home)
     engine = LLMEngine(EngineConfig(model=str(path), backend=args.backend or settings.backend,
+                                    cpu_dtype=args.cpu_dtype or settings.cpu_dtype,
                                     tokenizer_cache=str(settings.tokenizer_cache), kv_cache_mb=256))
     prompt = engine.tokenizer.render_chat([{"role": "user", "content": args.prompt}])
     params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature)
@@ -33,6 +36,7 @@ def run(args, settings) -> int:
                 sys.stdout.write(out.text)
                 sys.stdout.flush()
     a = seq.awareness.summary()
-    print(f"\n[{engine.spec.name} on {engine.ops.name}, {seq.num_output} tokens, "
+    on = engine.ops.name + (f" {engine.ops.weights}" if hasattr(engine.ops, "weights") else "")
+    print(f"\n[{engine.spec.name} on {on}, {seq.num_output} tokens, "
           f"mean log-prob {a['mean_logprob']:.3f}, finish {seq.finish_reason}]", file=sys.stderr)
     return 0

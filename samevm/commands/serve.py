@@ -15,6 +15,8 @@ def register(sub) -> None:
     p.add_argument("--port", type=int, help="port (default: the settings' runtime_port, 8081)")
     p.add_argument("--api-key", help="require `Authorization: Bearer KEY` (default $SAMEVM_API_KEY)")
     p.add_argument("--backend", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--cpu-dtype", choices=["int8", "bfloat16", "float32"],
+                   help="CPU weights (default: the settings' cpu_dtype, int8; float32 is the reference)")
     p.add_argument("--max-model-len", type=int, default=0, help="context length (0: the model's, capped)")
     p.add_argument("--kv-cache-mb", type=int, default=1024)
     p.add_argument("--max-num-seqs", type=int, default=32)
@@ -28,6 +30,7 @@ def build_config(args, settings) -> ServerConfig:
     path = catalog.resolve(name, settings.home)
     model_id = name if name in catalog.KNOWN_MODELS else Path(path).stem
     engine = EngineConfig(model=str(path), backend=args.backend or settings.backend,
+                          cpu_dtype=args.cpu_dtype or settings.cpu_dtype,
                           max_model_len=args.max_model_len, kv_cache_mb=args.kv_cache_mb,
                           max_num_seqs=args.max_num_seqs, tokenizer_cache=str(settings.tokenizer_cache))
     return ServerConfig(engine=engine, model_id=model_id, home=settings.home,
