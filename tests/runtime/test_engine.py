@@ -26,11 +26,13 @@ def prompts(engine, n):
     return [engine.tokenizer.encode(" ".join(words[: 2 + (3 * i) % len(words)]) * (1 + i % 3)) for i in range(n)]
 
 
-def test_concurrent_requests_equal_each_alone(model_path, tokenizer_cache):
-    engine = make_engine(model_path, tokenizer_cache, max_num_batched_tokens=64)
-    ps = prompts(engine, 8)
+@pytest.mark.parametrize("cpu_dtype", ["float32", "int8"])
+def test_concurrent_requests_equal_each_alone(model_path, tokenizer_cache, cpu_dtype):
+    """int8 too: the served default must not change a request's tokens with its company."""
+    engine = make_engine(model_path, tokenizer_cache, max_num_batched_tokens=64, cpu_dtype=cpu_dtype)
+    ps = prompts(engine, 8) + prompts(engine, 32)[12:]     # 28 at once: past any small-batch kernel
     alone = [engine.generate([p], GREEDY)[0].token_ids for p in ps]
-    fresh = make_engine(model_path, tokenizer_cache, max_num_batched_tokens=64)
+    fresh = make_engine(model_path, tokenizer_cache, max_num_batched_tokens=256, cpu_dtype=cpu_dtype)
     together = fresh.generate(ps, GREEDY)
     assert [c.token_ids for c in together] == alone
     assert fresh.blocks.num_used == 0

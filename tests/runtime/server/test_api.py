@@ -19,9 +19,11 @@ QUESTION = [{"role": "user", "content": "What is 2+2?"}]
 
 @pytest.fixture(scope="module")
 def reference(server_model, tokenizer_cache):
-    """The same model in-process: what the server must reproduce (greedy)."""
-    return LLMEngine(EngineConfig(model=server_model, backend="cpu", tokenizer_cache=tokenizer_cache,
-                                  kv_cache_mb=16))
+    """The same model in-process, its weights held as `samevm serve` holds them by default
+    (Settings.cpu_dtype): what the server must reproduce (greedy)."""
+    from samevm.settings import Settings
+    return LLMEngine(EngineConfig(model=server_model, backend="cpu", cpu_dtype=Settings().cpu_dtype,
+                                  tokenizer_cache=tokenizer_cache, kv_cache_mb=16))
 
 
 def test_chat_matches_the_engine_and_says_what_served_it(server, reference):
