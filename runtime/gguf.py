@@ -1,18 +1,23 @@
 """Read a GGUF file into a typed ModelSpec and its raw, still-quantized tensors.
 
-The file is memory-mapped (gguf.GGUFReader); tensor data stays a view of the file until a
-backend uploads or dequantizes it. Anything we cannot serve (architecture, tensor type, a
-truncated file) raises ModelLoadError naming the problem.
+The file is memory-mapped and parsed by hand (GGUF v2/v3, little-endian): gguf.GGUFReader
+builds a numpy view for every string of a 150k-token vocabulary, which took 8-16 s per
+open. Here arrays of strings stay undecoded (a count and a byte range) and tensor data
+stays a view of the file until a backend uploads or dequantizes it. Anything we cannot
+serve (architecture, tensor type, a truncated file) raises ModelLoadError naming the problem.
 """
 from __future__ import annotations
 
 import hashlib
+import math
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Iterator
 
 import numpy as np
+from gguf import GGML_QUANT_SIZES
 from gguf import GGMLQuantizationType as QType
-from gguf import GGUFReader
 
 SUPPORTED_ARCHS = ("qwen2", "qwen3", "llama")
 SUPPORTED_QTYPES = frozenset({
@@ -23,6 +28,232 @@ SUPPORTED_QTYPES = frozenset({
 
 class ModelLoadError(ValueError):
     """A model file that cannot be served, with the reason."""
+
+
+# ---- the file format ---------------------------------------------------------------------
+
+GGUF_MAGIC = b"GGUF"
+DEFAULT_ALIGNMENT = 32
+STRING, ARRAY = 8, 9                       # GGUF value type codes with variable length
+SCALAR_FORMATS = {                         # the other value type codes -> struct format
+    0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
+    10: "<Q", 11: "<q", 12: "<d",
+}
+# Tensor types GGUFReader returns as typed arrays of the logical shape; every other type
+# comes back as raw blocks, uint8 [rows, bytes_per_row]. We return the same.
+TYPED_TENSORS = {
+    QType.F32: np.float32, QType.F16: np.float16, QType.F64: np.float64, QType.I8: np.int8,
+    QType.I16: np.int16, QType.I32: np.int32, QType.I64: np.int64,
+}
+_U64 = struct.Struct("<Q")
+
+
+class _Corrupt(Exception):
+    """Raised inside the parser; load_gguf turns it into a ModelLoadError."""
+
+
+@dataclass(frozen=True, slots=True)
+class StringArray:
+    """An array of strings left undecoded: its length and the bytes of its elements."""
+    count: int
+    start: int      # file offset of the first element's u64 length
+    end: int        # file offset just past the last element
+
+    def __len__(self) -> int:
+        return self.count
+
+
+class Metadata:
+    """The key/values of a GGUF file. Scalars and strings are Python values, numeric arrays
+    numpy views of the file, arrays of strings StringArray (decode with strings())."""
+
+    def __init__(self, buf: memoryview, values: dict[str, Any], spans: dict[str, tuple[int, int]]):
+        self._buf = buf
+        self._values = values
+        self._spans = spans     # key -> (start, end) of its type code and value in the file
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._values.get(key, default)
+
+    def keys(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._values
+
+    def raw(self, key: str) -> bytes:
+        """The value as stored (type code included), for fingerprints."""
+        start, end = self._spans[key]
+        return bytes(self._buf[start:end])
+
+    def strings(self, key: str) -> list[str]:
+        """Decode an array of strings (slow for a whole vocabulary: used by tests and tools)."""
+        arr = self._values[key]
+        if not isinstance(arr, StringArray):
+            raise TypeError(f"{key} is not an array of strings")
+        r = _Reader(self._buf, arr.start)
+        return [r.string() for _ in range(arr.count)]
+
+
+@dataclass(frozen=True, slots=True)
+class TensorInfo:
+    name: str
+    qtype: int          # a GGMLQuantizationType value, checked by the caller
+    dims: tuple[int, ...]   # as stored: the fastest-varying dimension first
+    offset: int         # absolute file offset of the data
+
+
+@dataclass(slots=True)
+class GGUFFile:
+    """A parsed GGUF: its metadata, tensor directory and the mapped bytes."""
+    path: Path
+    version: int
+    metadata: Metadata
+    tensors: list[TensorInfo]
+    mapped: np.memmap
+
+
+class _Reader:
+    """A cursor over the mapped file; every read checks the end of the file."""
+
+    def __init__(self, buf: memoryview, pos: int = 0):
+        self.buf, self.pos = buf, pos
+
+    def take(self, n: int) -> memoryview:
+        if n < 0 or self.pos + n > len(self.buf):
+            raise _Corrupt(f"a {n}-byte read at offset {self.pos} runs past the end of the file")
+        out = self.buf[self.pos:self.pos + n]
+        self.pos += n
+        return out
+
+    def scalar(self, fmt: str) -> Any:
+        size = struct.calcsize(fmt)
+        return struct.unpack(fmt, self.take(size))[0]
+
+    def u32(self) -> int:
+        return self.scalar("<I")
+
+    def u64(self) -> int:
+        return self.scalar("<Q")
+
+    def string(self) -> str:
+        raw = self.take(self.u64())
+        try:
+            return str(raw, "utf-8")
+        except UnicodeDecodeError as e:
+            raise _Corrupt(f"a string at offset {self.pos - len(raw)} is not UTF-8") from e
+
+    def value(self, vtype: int) -> Any:
+        if vtype == STRING:
+            return self.string()
+        if vtype == ARRAY:
+            return self.array()
+        fmt = SCALAR_FORMATS.get(vtype)
+        if fmt is None:
+            raise _Corrupt(f"unknown value type {vtype} at offset {self.pos}")
+        return self.scalar(fmt)
+
+    def array(self) -> Any:
+        item, count = self.u32(), self.u64()
+        if item == STRING:
+            return self.skip_strings(count)
+        if item == ARRAY:
+            return [self.array() for _ in range(count)]
+        fmt = SCALAR_FORMATS.get(item)
+        if fmt is None:
+            raise _Corrupt(f"unknown array item type {item} at offset {self.pos}")
+        dtype = np.dtype(fmt)
+        return np.frombuffer(self.take(count * dtype.itemsize), dtype)
+
+    def skip_strings(self, count: int) -> StringArray:
+        """Step over `count` strings reading only their lengths (the vocabulary: 150k)."""
+        start, pos, buf = self.pos, self.pos, self.buf
+        try:
+            for _ in range(count):
+                pos += 8 + _U64.unpack_from(buf, pos)[0]
+        except (struct.error, OverflowError):   # a length past the end, or past any offset
+            raise _Corrupt(f"an array of {count} strings at offset {start} runs past the end of the file") from None
+        if pos > len(buf):
+            raise _Corrupt(f"an array of {count} strings at offset {start} runs past the end of the file")
+        self.pos = pos
+        return StringArray(count, start, pos)
+
+
+def _parse(buf: memoryview) -> tuple[int, Metadata, list[TensorInfo]]:
+    r = _Reader(buf)
+    if bytes(r.take(4)) != GGUF_MAGIC:
+        raise _Corrupt("no GGUF magic")
+    version = r.u32()
+    if version not in (2, 3):
+        raise _Corrupt(f"GGUF version {version} (supported: 2, 3, little-endian)")
+    n_tensors, n_kv = r.u64(), r.u64()
+    values: dict[str, Any] = {}
+    spans: dict[str, tuple[int, int]] = {}
+    for _ in range(n_kv):
+        key = r.string()
+        if key in values:
+            raise _Corrupt(f"duplicate key {key!r}")
+        start = r.pos
+        values[key] = r.value(r.u32())
+        spans[key] = (start, r.pos)
+    infos = [_tensor_info(r) for _ in range(n_tensors)]
+    alignment = values.get("general.alignment", DEFAULT_ALIGNMENT)
+    if not isinstance(alignment, int) or alignment <= 0:
+        raise _Corrupt(f"bad general.alignment {alignment!r}")
+    data_start = (r.pos + alignment - 1) // alignment * alignment
+    names: set[str] = set()
+    tensors = []
+    for name, qtype, dims, offset in infos:
+        if name in names:
+            raise _Corrupt(f"duplicate tensor {name!r}")
+        names.add(name)
+        tensors.append(TensorInfo(name, qtype, dims, data_start + offset))
+    return version, Metadata(buf, values, spans), tensors
+
+
+def _tensor_info(r: _Reader) -> tuple[str, int, tuple[int, ...], int]:
+    name = r.string()
+    n_dims = r.u32()
+    if n_dims > 8:
+        raise _Corrupt(f"tensor {name!r} claims {n_dims} dimensions")
+    dims = tuple(r.u64() for _ in range(n_dims))
+    return name, r.u32(), dims, r.u64()
+
+
+def read_gguf(path: str | Path) -> GGUFFile:
+    """Map `path` and parse its header, metadata and tensor directory (no tensor data read)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ModelLoadError(f"no such model file: {path}")
+    try:
+        mapped = np.memmap(path, np.uint8, mode="r")
+        version, metadata, tensors = _parse(memoryview(mapped))
+    except (_Corrupt, ValueError, OSError, RecursionError) as e:  # ValueError: an empty file
+        raise _unreadable(path, e) from e
+    return GGUFFile(path, version, metadata, tensors, mapped)
+
+
+def _unreadable(path: Path, reason: Any) -> ModelLoadError:
+    return ModelLoadError(f"{path.name}: not a readable GGUF file (truncated or corrupt): {reason}")
+
+
+def tensor_data(file: GGUFFile, info: TensorInfo, qtype: QType) -> np.ndarray:
+    """A zero-copy view of one tensor: typed for float/int types, else uint8 [rows, bytes_per_row]."""
+    shape = tuple(reversed(info.dims))
+    block, type_size = GGML_QUANT_SIZES[qtype]
+    n_elems = math.prod(shape)
+    dtype = TYPED_TENSORS.get(qtype)
+    if dtype is None:
+        if shape and shape[-1] % block:
+            raise ModelLoadError(f"{file.path.name}: tensor {info.name} has rows of {shape[-1]} values, "
+                                 f"not a whole number of {qtype.name} blocks of {block}")
+        dtype = np.uint8
+        shape = (*shape[:-1], shape[-1] // block * type_size) if shape else shape
+    nbytes = n_elems * type_size // block
+    end = info.offset + nbytes
+    if end > len(file.mapped):
+        raise _unreadable(file.path, f"tensor {info.name} ends at byte {end}, past the end ({len(file.mapped)})")
+    return file.mapped[info.offset:end].view(dtype).reshape(shape)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +307,12 @@ class GGUFModel:
     path: Path
     spec: ModelSpec
     tensors: dict[str, GGUFTensor]
+    metadata: Metadata | None = None    # the parsed key/values, so the tokenizer need not parse again
+
+    @property
+    def reader(self) -> Metadata | None:
+        """The old name of `metadata` (callers that passed GGUFReader's result on)."""
+        return self.metadata
 
     def tensor(self, name: str) -> GGUFTensor:
         t = self.tensors.get(name)
@@ -87,45 +324,37 @@ class GGUFModel:
         return name in self.tensors
 
 
-def _field(reader: GGUFReader, key: str, default=None):
-    f = reader.fields.get(key)
-    if f is None:
-        return default
-    return f.contents()
-
-
-def read_spec(reader: GGUFReader, path: Path) -> ModelSpec:
-    arch = _field(reader, "general.architecture")
+def read_spec(meta: Metadata, tensor_names: set[str], path: Path) -> ModelSpec:
+    arch = meta.get("general.architecture")
     if arch not in SUPPORTED_ARCHS:
         raise ModelLoadError(
             f"{path.name}: unsupported architecture {arch!r} (supported: {', '.join(SUPPORTED_ARCHS)})")
 
     def need(key: str):
-        v = _field(reader, f"{arch}.{key}")
+        v = meta.get(f"{arch}.{key}")
         if v is None:
             raise ModelLoadError(f"{path.name}: missing metadata {arch}.{key}")
         return v
 
     hidden = int(need("embedding_length"))
     n_heads = int(need("attention.head_count"))
-    n_kv = int(_field(reader, f"{arch}.attention.head_count_kv", n_heads))
-    head_dim = int(_field(reader, f"{arch}.attention.key_length", hidden // n_heads))
-    tokens = reader.fields.get("tokenizer.ggml.tokens")
-    vocab = int(_field(reader, f"{arch}.vocab_size", len(tokens.data) if tokens else 0))
+    n_kv = int(meta.get(f"{arch}.attention.head_count_kv", n_heads))
+    head_dim = int(meta.get(f"{arch}.attention.key_length", hidden // n_heads))
+    tokens = meta.get("tokenizer.ggml.tokens")
+    vocab = int(meta.get(f"{arch}.vocab_size", len(tokens) if tokens is not None else 0))
     scaling = None
-    kind = _field(reader, f"{arch}.rope.scaling.type")
-    factor = _field(reader, f"{arch}.rope.scaling.factor")
+    kind = meta.get(f"{arch}.rope.scaling.type")
+    factor = meta.get(f"{arch}.rope.scaling.factor")
     if kind and kind != "none" and factor and float(factor) != 1.0:
-        scaling = RopeScaling(str(kind), float(factor), int(_field(
-            reader, f"{arch}.rope.scaling.original_context_length", need("context_length"))))
-    eos = _field(reader, "tokenizer.ggml.eos_token_id")
-    eot = _field(reader, "tokenizer.ggml.eot_token_id")
+        scaling = RopeScaling(str(kind), float(factor), int(meta.get(
+            f"{arch}.rope.scaling.original_context_length", need("context_length"))))
+    eos = meta.get("tokenizer.ggml.eos_token_id")
+    eot = meta.get("tokenizer.ggml.eot_token_id")
     eos_ids = tuple(sorted({int(t) for t in (eos, eot) if t is not None}))
-    bos = _field(reader, "tokenizer.ggml.bos_token_id")
-    names = {t.name for t in reader.tensors}
+    bos = meta.get("tokenizer.ggml.bos_token_id")
     return ModelSpec(
         arch=arch,
-        name=str(_field(reader, "general.name", path.stem)),
+        name=str(meta.get("general.name", path.stem)),
         n_layers=int(need("block_count")),
         hidden=hidden,
         ffn=int(need("feed_forward_length")),
@@ -134,13 +363,13 @@ def read_spec(reader: GGUFReader, path: Path) -> ModelSpec:
         head_dim=head_dim,
         vocab=vocab,
         context_length=int(need("context_length")),
-        rope_base=float(_field(reader, f"{arch}.rope.freq_base", 10000.0)),
+        rope_base=float(meta.get(f"{arch}.rope.freq_base", 10000.0)),
         rope_scaling=scaling,
         norm_eps=float(need("attention.layer_norm_rms_epsilon")),
-        tied_embeddings="output.weight" not in names,
+        tied_embeddings="output.weight" not in tensor_names,
         bos_id=None if bos is None else int(bos),
         eos_ids=eos_ids,
-        chat_template=_field(reader, "tokenizer.chat_template"),
+        chat_template=meta.get("tokenizer.chat_template"),
     )
 
 
@@ -159,18 +388,16 @@ def quick_digest(path: str | Path, sample: int = 1 << 20) -> str:
 def load_gguf(path: str | Path) -> GGUFModel:
     """Open `path` memory-mapped and return its spec and raw tensors."""
     path = Path(path)
-    if not path.is_file():
-        raise ModelLoadError(f"no such model file: {path}")
-    try:
-        reader = GGUFReader(path, "r")
-    except (ValueError, IndexError, OSError, KeyError) as e:  # short or garbled file
-        raise ModelLoadError(f"{path.name}: not a readable GGUF file (truncated or corrupt): {e}") from e
-    spec = read_spec(reader, path)
+    file = read_gguf(path)
+    spec = read_spec(file.metadata, {t.name for t in file.tensors}, path)
     tensors: dict[str, GGUFTensor] = {}
-    for t in reader.tensors:
-        qtype = QType(t.tensor_type)
+    for t in file.tensors:
+        try:
+            qtype = QType(t.qtype)
+        except ValueError:
+            raise ModelLoadError(f"{path.name}: tensor {t.name} has unknown type {t.qtype}") from None
         if qtype not in SUPPORTED_QTYPES:
             raise ModelLoadError(f"{path.name}: tensor {t.name} has unsupported type {qtype.name}")
-        shape = tuple(int(d) for d in reversed(t.shape.tolist()))  # ggml lists the fastest dim first
-        tensors[t.name] = GGUFTensor(t.name, qtype, shape, t.data)
-    return GGUFModel(path, spec, tensors)
+        shape = tuple(reversed(t.dims))  # ggml lists the fastest dim first
+        tensors[t.name] = GGUFTensor(t.name, qtype, shape, tensor_data(file, t, qtype))
+    return GGUFModel(path, spec, tensors, file.metadata)

@@ -7,27 +7,38 @@ import hashlib
 import logging
 from pathlib import Path
 
-from gguf import GGUFReader
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
+
+from runtime.gguf import Metadata, read_gguf
 
 log = logging.getLogger(__name__)
 
 
-def tokenizer_fingerprint(reader: GGUFReader) -> str:
+def tokenizer_fingerprint(metadata: Metadata) -> str:
+    """A hash of every tokenizer.* key and its value as stored in the file. A gguf.GGUFReader
+    (what export code holds) gives the same hash: a field's parts after the key are those bytes."""
+    if isinstance(metadata, Metadata):
+        keys, raw = list(metadata.keys()), metadata.raw
+    else:
+        fields = metadata.fields
+        keys = list(fields)
+        def raw(key: str) -> bytes:
+            return b"".join(part.tobytes() for part in fields[key].parts[2:])
     h = hashlib.sha256()
-    for key in sorted(k for k in reader.fields if k.startswith("tokenizer.")):
+    for key in sorted(k for k in keys if k.startswith("tokenizer.")):
         h.update(key.encode())
-        for part in reader.fields[key].parts:
-            h.update(part.tobytes())
+        h.update(raw(key))
     return h.hexdigest()[:24]
 
 
 class Tokenizer:
     def __init__(self, gguf_path: str | Path, cache_dir: str | Path | None = None,
-                 reader: GGUFReader | None = None):
+                 metadata: Metadata | None = None, reader: Metadata | None = None):
+        """`metadata`: the file's already parsed key/values (load_gguf's), else the file is
+        parsed here; `reader` is its old name."""
         gguf_path = Path(gguf_path)
-        reader = reader or GGUFReader(gguf_path, "r")
-        self.fingerprint = tokenizer_fingerprint(reader)
+        metadata = metadata or reader or read_gguf(gguf_path).metadata
+        self.fingerprint = tokenizer_fingerprint(metadata)
         cached = Path(cache_dir) / self.fingerprint if cache_dir else None
         if cached and (cached / "tokenizer_config.json").exists():
             self.hf: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(cached)
@@ -36,9 +47,9 @@ class Tokenizer:
             self.hf = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
             if cached:
                 self.hf.save_pretrained(cached)
-        template = reader.fields.get("tokenizer.chat_template")
+        template = metadata.get("tokenizer.chat_template")
         if template is not None and not self.hf.chat_template:
-            self.hf.chat_template = template.contents()
+            self.hf.chat_template = template
 
     @property
     def has_chat_template(self) -> bool:
