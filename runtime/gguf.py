@@ -309,11 +309,6 @@ class GGUFModel:
     tensors: dict[str, GGUFTensor]
     metadata: Metadata | None = None    # the parsed key/values, so the tokenizer need not parse again
 
-    @property
-    def reader(self) -> Metadata | None:
-        """The old name of `metadata` (callers that passed GGUFReader's result on)."""
-        return self.metadata
-
     def tensor(self, name: str) -> GGUFTensor:
         t = self.tensors.get(name)
         if t is None:

@@ -33,11 +33,11 @@ def tokenizer_fingerprint(metadata: Metadata) -> str:
 
 class Tokenizer:
     def __init__(self, gguf_path: str | Path, cache_dir: str | Path | None = None,
-                 metadata: Metadata | None = None, reader: Metadata | None = None):
+                 metadata: Metadata | None = None):
         """`metadata`: the file's already parsed key/values (load_gguf's), else the file is
-        parsed here; `reader` is its old name."""
+        parsed here."""
         gguf_path = Path(gguf_path)
-        metadata = metadata or reader or read_gguf(gguf_path).metadata
+        metadata = metadata or read_gguf(gguf_path).metadata
         self.fingerprint = tokenizer_fingerprint(metadata)
         cached = Path(cache_dir) / self.fingerprint if cache_dir else None
         if cached and (cached / "tokenizer_config.json").exists():

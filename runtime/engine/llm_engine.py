@@ -98,7 +98,7 @@ class LLMEngine:
         self.spec = gguf.spec
         self.revision = config.revision or quick_digest(gguf.path)
         self.ops = ops or create_backend(config.backend, config.cpu_dtype)
-        self.tokenizer = Tokenizer(gguf.path, config.tokenizer_cache)
+        self.tokenizer = Tokenizer(gguf.path, config.tokenizer_cache, metadata=gguf.metadata)
         self.block_size = config.block_size
         spec = self.spec
         kv_bytes_per_token = 2 * spec.n_layers * spec.n_kv_heads * spec.head_dim * self.kv_element_size()

@@ -182,7 +182,7 @@ def test_response_format_json_object(server):
     """A random model writes long random strings, so some samples hit max_tokens; every one
     that ends by itself is a JSON object."""
     finished = 0
-    for seed in range(4):
+    for seed in range(8):
         r = server.client().chat.completions.create(model=server.model_id, messages=ASK, max_tokens=300,
                                                     temperature=1.0, seed=seed,
                                                     response_format={"type": "json_object"})
