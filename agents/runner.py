@@ -19,8 +19,9 @@ from typing import Callable
 from agents.checks import Probe, evaluate
 from agents.config import AgentConfig
 from agents.loop import Agent
-from agents.model import ChatModel
+from agents.model import ChatModel, ModelError
 from agents.state import Conversation
+from agents.steps import Turn
 from agents.suite import Suite
 
 
@@ -98,21 +99,28 @@ class SuiteRunner:
         mark = self.probe.memory_mark() if any(t.expect.memory for t in self.suite.turns) else 0
         config = agent_config(self.suite, {**self.overrides, "seed": seed * 1000})
         agent = Agent(self.model, self.registry, config, conversation=Conversation())
-        turns = []
+        turns, error = [], None
         start = time.monotonic()
         for spec in self.suite.turns:
             if spec.new_session:
                 agent.conversation.reset()
-            turn = agent.run(fill(spec.user), offered(self.registry, spec.tools, self.suite.hide_parameters,
-                                                            self.suite.require_parameters))
-            checks = evaluate(spec.expect, turn, self.probe, fill, mark)
-            record = {"name": spec.name, "passed": all(c.ok for c in checks) and turn.answer is not None,
-                      "checks": [asdict(c) for c in checks], "new_session": spec.new_session, **turn.to_dict()}
+            if error is None:
+                try:
+                    turn = agent.run(fill(spec.user), offered(self.registry, spec.tools, self.suite.hide_parameters,
+                                                                    self.suite.require_parameters))
+                except ModelError as e:       # the runtime failed, not the model: this seed fails, the others go on
+                    error, turn = str(e), Turn(fill(spec.user), stop="model_error")
+            else:
+                turn = Turn(fill(spec.user), stop="not_run")
+            checks = [] if error else evaluate(spec.expect, turn, self.probe, fill, mark)
+            record = {"name": spec.name, "passed": error is None and all(c.ok for c in checks) and turn.answer is not None,
+                      "checks": [asdict(c) for c in checks], "new_session": spec.new_session,
+                      **({"error": error} if error else {}), **turn.to_dict()}
             turns.append(record)
             if self.on_turn:
                 self.on_turn(seed, record)
         return {"seed": seed, "passed": all(t["passed"] for t in turns), "turns": turns,
-                "latency_s": time.monotonic() - start}
+                "latency_s": time.monotonic() - start, **({"error": error} if error else {})}
 
     def run(self, seeds: list[int], parallel: int = 1) -> dict:
         """Every seed (`parallel` at a time), with the pass rates."""

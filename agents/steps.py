@@ -9,7 +9,7 @@ from typing import Literal
 # Why a step did not simply execute calls or answer.
 StepKind = Literal["calls", "answer", "malformed", "repeat", "verify", "tool_error"]
 # Why a turn ended.
-Stop = Literal["answer", "max_steps", "max_errors"]
+Stop = Literal["answer", "max_steps", "max_errors", "model_error", "not_run"]
 
 
 @dataclass(slots=True)

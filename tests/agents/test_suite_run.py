@@ -142,3 +142,23 @@ def test_parallel_seeds_store_apart_and_both_pass(suite_cli):
     assert code == 0, [c for r in report["runs"] for c in r["turns"][0]["checks"] if not c["ok"]]
     assert [r["seed"] for r in report["runs"]] == [0, 1] and report["parallel"] == 2
     assert {r["turns"][0]["answer"] for r in report["runs"]} == {"Stored everything for s0.", "Stored everything for s1."}
+
+
+def test_a_runtime_failure_fails_its_seed_and_the_others_still_count(suite_cli):
+    """A 5xx from the runtime in one seed is that seed's recorded failure (stop model_error,
+    the error kept), not a crash that loses the seeds already run."""
+    import re
+
+    def script(body):
+        user = next(m["content"] for m in body["messages"] if m["role"] == "user")
+        run = re.search(r"suite_(s\d+)", user).group(1)
+        if run == "s1":
+            raise StopIteration               # the scripted runtime answers 500
+        done = sum(1 for m in body["messages"] if m["role"] == "assistant" and m.get("tool_calls"))
+        return work_for(run)[done]
+
+    code, report, _ = suite_cli(script, "freeform", "--seeds", "2", "--parallel", "2")
+    ok, failed = report["runs"]
+    assert code == 1 and ok["passed"] and not failed["passed"]
+    assert failed["turns"][0]["stop"] == "model_error" and "500" in failed["error"]
+    assert report["summary"]["runs"] == 2 and report["summary"]["pass_rate"] == 0.5
