@@ -84,6 +84,19 @@ class Probe:
         self.http.close()
 
 
+SIBLING_SLACK = 50     # extra hits fetched so that other runs' documents can be set aside
+
+
+def other_runs(template: str, mine: str):
+    """Whether a source is another seed's copy of this document (the template with another
+    run's name): seeds of one suite ingest near-identical texts into one collection, and
+    those are not this run's competitors for its top-k."""
+    if "{run}" not in template:
+        return lambda source: False
+    pattern = re.compile(re.escape(template).replace(re.escape("{run}"), r"s\d+") + "$")
+    return lambda source: source != mine and bool(pattern.match(source))
+
+
 def evaluate(expect: Expect, turn: Turn, probe: Probe, fill, memory_mark: int = 0) -> list[CheckResult]:
     """Every check of `expect` against `turn` and the live stack; `fill` substitutes the
     {runtime.*} variables into expected text; memory checks see only notes newer than
@@ -115,8 +128,10 @@ def evaluate(expect: Expect, turn: Turn, probe: Probe, fill, memory_mark: int = 
         out.append(CheckResult(f"sql {fill(e.db)}: {fill(e.query)}", ok,
                                f"{len(rows)} rows" + (f", missing {lost}" if lost else "")))
     for e in expect.rag:
-        hits = probe.rag_search(fill(e.query), e.k, fill(e.collection))
         source = fill(e.source) if e.source else None
+        sibling = other_runs(e.source, source) if source else (lambda s: False)
+        hits = [h for h in probe.rag_search(fill(e.query), e.k + SIBLING_SLACK, fill(e.collection))
+                if not sibling(h["source"])][:e.k]
         good = [h for h in hits if (source is None or h["source"] == source)
                 and not missing(h["text"], [fill(t) for t in e.contains])]
         out.append(CheckResult(f"rag top-{e.k} for {fill(e.query)!r} has " + (source or "a match"), bool(good),

@@ -162,3 +162,19 @@ def test_a_runtime_failure_fails_its_seed_and_the_others_still_count(suite_cli):
     assert code == 1 and ok["passed"] and not failed["passed"]
     assert failed["turns"][0]["stop"] == "model_error" and "500" in failed["error"]
     assert report["summary"]["runs"] == 2 and report["summary"]["pass_rate"] == 0.5
+
+
+def test_other_seeds_copies_of_a_document_do_not_crowd_out_this_runs(suite_cli, worker):
+    """Seeds ingest near-identical notes into one collection; other runs' copies (here made to
+    match the check's question better) are set aside, this run's note still has to be found."""
+    url = worker[0]
+    texts = [{"text": f"Note s{i}: What did Orion 4.2.1 change? " + NOTE.format(run=f"s{i}"),
+              "source": f"orion-notes-s{i}"} for i in range(11, 16)]
+    assert httpx.post(url + "/v1/rag/ingest", json={"texts": texts}, timeout=120).status_code == 200
+    try:
+        code, report, _ = suite_cli(list(DOES_THE_WORK), "freeform")
+        assert code == 0, checks(report)
+        assert checks(report)["rag top-3 for 'What did Orion 4.2.1 change?' has orion-notes-s0"]
+    finally:
+        for t in texts:
+            httpx.delete(url + "/v1/rag/documents", params={"source": t["source"]}, timeout=60)
