@@ -165,7 +165,6 @@ def main() -> None:
             print(f"transformers {s}: {r['decode']} prefill {r['prefill']}", flush=True)
             save(records, env)
 
-    kernels = None
     if "kernels" not in skip:
         from runtime.backends.cuda import CUDAOps
         from runtime.backends.cuda.timing import report

@@ -15,19 +15,11 @@ log = logging.getLogger(__name__)
 
 
 def tokenizer_fingerprint(metadata: Metadata) -> str:
-    """A hash of every tokenizer.* key and its value as stored in the file. A gguf.GGUFReader
-    (what export code holds) gives the same hash: a field's parts after the key are those bytes."""
-    if isinstance(metadata, Metadata):
-        keys, raw = list(metadata.keys()), metadata.raw
-    else:
-        fields = metadata.fields
-        keys = list(fields)
-        def raw(key: str) -> bytes:
-            return b"".join(part.tobytes() for part in fields[key].parts[2:])
+    """A hash of every tokenizer.* key and its value as stored in the file."""
     h = hashlib.sha256()
-    for key in sorted(k for k in keys if k.startswith("tokenizer.")):
+    for key in sorted(k for k in metadata.keys() if k.startswith("tokenizer.")):
         h.update(key.encode())
-        h.update(raw(key))
+        h.update(metadata.raw(key))
     return h.hexdigest()[:24]
 
 

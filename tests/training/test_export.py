@@ -9,11 +9,10 @@ import numpy as np
 import pytest
 import torch
 from gguf import GGMLQuantizationType as Q
-from gguf import GGUFReader
 
 from runtime.config import EngineConfig
 from runtime.engine.llm_engine import LLMEngine
-from runtime.gguf import load_gguf
+from runtime.gguf import load_gguf, read_gguf
 from runtime.tokenizer import tokenizer_fingerprint
 from training.export import ExportError, export_gguf
 from training.hf_model import load_model, load_tokenizer
@@ -52,7 +51,7 @@ def test_exported_gguf_matches_the_hf_model(arch, tiny_gguf, tmp_path):
         assert exported.tensor("blk.0.attn_norm.weight").qtype == Q.F32
         assert set(exported.tensors) == set(load_gguf(base).tensors)
         # same tokenizer metadata: the runtime's reload check compares exactly this
-        assert tokenizer_fingerprint(GGUFReader(out)) == tokenizer_fingerprint(GGUFReader(base))
+        assert tokenizer_fingerprint(read_gguf(out).metadata) == tokenizer_fingerprint(read_gguf(base).metadata)
         assert exported.spec.chat_template == load_gguf(base).spec.chat_template
 
 
