@@ -1,17 +1,36 @@
-"""Tokenizer and chat template taken from the GGUF itself, through transformers' GGUF
-converters. Converting a 150k-token vocabulary takes ~20 s, so the converted tokenizer is
-saved under `cache_dir`, keyed by a hash of the GGUF's tokenizer metadata."""
+"""Tokenizer and chat template taken from the GGUF itself.
+
+The first load converts the GGUF's vocabulary through transformers' GGUF converters (~20 s
+for 150k tokens) and caches, under `cache_dir/<fingerprint>`, transformers' own save (what
+`.hf` reloads for constrained decoding) and a snapshot of the state every call here runs
+on: the Rust `tokenizers` model exactly as transformers drives it (`backend.json`) and the
+chat template with the special tokens it sees (`chat.json`). Encode, decode and render_chat
+always run on that snapshot, through `tokenizers` and jinja2 alone (the template rendered
+with the globals, filters and message clean-up of transformers' apply_chat_template), so a
+load from the cache imports neither transformers nor torch. A tokenizer the snapshot
+cannot express (a dict of named templates, clean-up of decoded spaces) stays on transformers.
+"""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 import logging
+from collections.abc import Mapping
+from datetime import datetime
+from functools import lru_cache
 from pathlib import Path
 
-from transformers import AutoTokenizer, PreTrainedTokenizerBase
+import jinja2
+import jinja2.ext
+import numpy as np
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+from tokenizers import Tokenizer as RustTokenizer
 
 from runtime.gguf import Metadata, read_gguf
 
 log = logging.getLogger(__name__)
+SNAPSHOT = ("backend.json", "chat.json")
 
 
 def tokenizer_fingerprint(metadata: Metadata) -> str:
@@ -23,47 +42,197 @@ def tokenizer_fingerprint(metadata: Metadata) -> str:
     return h.hexdigest()[:24]
 
 
+def snapshot(hf) -> tuple[str, dict] | None:
+    """(backend json, chat settings) of a transformers tokenizer, or None if they would not
+    reproduce it: decode clean-up, or several named templates."""
+    template = hf.chat_template
+    cleans_up = hf.clean_up_tokenization_spaces and type(hf.backend_tokenizer.model).__name__ != "BPE"
+    if cleans_up or not (template is None or isinstance(template, str)) or hf.split_special_tokens:
+        return None
+    backend = RustTokenizer.from_str(hf.backend_tokenizer.to_str())
+    backend.no_padding()
+    backend.no_truncation()
+    chat = {"template": template, "special_tokens": dict(hf.special_tokens_map),
+            "eos_token_id": hf.eos_token_id}
+    return backend.to_str(), chat
+
+
+# ---- chat templates, rendered as transformers' apply_chat_template renders them ----------
+REASONING_KEYS = ("reasoning_content", "thinking", "reasoning")
+
+
+class _Generation(jinja2.ext.Extension):
+    """`{% generation %}...{% endgeneration %}` (assistant-mask markers) renders its body."""
+    tags = {"generation"}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return jinja2.nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
+
+    def _body(self, caller):
+        return caller()
+
+
+class _Dict:
+    """dict() and dict.fromkeys() without the type itself."""
+    def __call__(self, *args, **kwargs):
+        return dict(*args, **kwargs)
+
+    def fromkeys(self, *args, **kwargs):
+        return dict.fromkeys(*args, **kwargs)
+
+
+class _Namespace(jinja2.utils.Namespace):
+    """namespace() that refuses underscore attributes (no reaching into Python internals)."""
+    def __init__(*args, **kwargs):
+        self, attrs = args[0], dict(*args[1:], **kwargs)
+        for name in attrs:
+            _Namespace._check(name)
+        jinja2.utils.Namespace.__init__(self, attrs)
+
+    def __setitem__(self, name, value):
+        _Namespace._check(name)
+        jinja2.utils.Namespace.__setitem__(self, name, value)
+
+    @staticmethod
+    def _check(name):
+        if isinstance(name, str) and name.startswith("_"):
+            raise jinja2.exceptions.SecurityError(f"a chat template cannot set {name!r} on a namespace")
+
+
+def _raise(message):
+    raise jinja2.exceptions.TemplateError(message)
+
+
+def _tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+@lru_cache(maxsize=8)
+def _compiled(template: str) -> jinja2.Template:
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=[_Generation, jinja2.ext.loopcontrols])
+    env.filters["tojson"] = _tojson
+    env.globals.update(raise_exception=_raise, strftime_now=lambda fmt: datetime.now().strftime(fmt),
+                       dict=_Dict(), namespace=_Namespace)
+    return env.from_string(template)
+
+
+def _plain(value):
+    """JSON-typed copy of what the template may see; anything else becomes "<TypeName>"."""
+    if value is None or type(value) in (str, int, float, bool):
+        return value
+    for base in (bool, str, int, float):
+        if isinstance(value, base):
+            return base(value)
+    if isinstance(value, Mapping):
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_plain(v) for v in value)
+    if isinstance(value, np.generic):
+        return _plain(value.item())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if callable(getattr(value, "model_dump", None)):
+        return _plain(value.model_dump())
+    return f"<{type(value).__name__}>"
+
+
+def render(template: str, messages: list[dict], tools: list[dict] | None, add_generation_prompt: bool,
+           variables: dict) -> str:
+    """Messages lose their None-valued keys and get their reasoning under every name
+    templates read; tools must be JSON schemas (dicts)."""
+    if not messages:
+        raise ValueError("cannot render an empty conversation")
+    if tools is not None and not all(isinstance(t, Mapping) for t in tools):
+        raise TypeError("tools must be JSON schemas (dicts)")
+    chat = []
+    for message in _plain([{k: v for k, v in m.items() if v is not None} for m in messages]):
+        reasoning = next((message[k] for k in REASONING_KEYS if message.get(k) is not None), None)
+        if reasoning is not None:
+            message = {"thinking": reasoning, **message, "reasoning_content": reasoning}
+        chat.append(message)
+    return _compiled(template).render(messages=chat, tools=_plain(tools), documents=None,
+                                      add_generation_prompt=add_generation_prompt, **_plain(variables))
+
+
 class Tokenizer:
     def __init__(self, gguf_path: str | Path, cache_dir: str | Path | None = None,
                  metadata: Metadata | None = None):
         """`metadata`: the file's already parsed key/values (load_gguf's), else the file is
         parsed here."""
-        gguf_path = Path(gguf_path)
-        metadata = metadata or read_gguf(gguf_path).metadata
+        self.gguf_path = Path(gguf_path)
+        metadata = metadata or read_gguf(self.gguf_path).metadata
         self.fingerprint = tokenizer_fingerprint(metadata)
-        cached = Path(cache_dir) / self.fingerprint if cache_dir else None
-        if cached and (cached / "tokenizer_config.json").exists():
-            self.hf: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(cached)
-        else:
-            log.info("converting the tokenizer of %s (once)", gguf_path.name)
-            self.hf = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
-            if cached:
-                self.hf.save_pretrained(cached)
-        template = metadata.get("tokenizer.chat_template")
-        if template is not None and not self.hf.chat_template:
-            self.hf.chat_template = template
+        self.gguf_template = metadata.get("tokenizer.chat_template")
+        self.cached = Path(cache_dir) / self.fingerprint if cache_dir else None
+        self._hf = None
+        if self.cached and all((self.cached / name).exists() for name in SNAPSHOT):
+            backend_json = (self.cached / "backend.json").read_text()
+            chat = json.loads((self.cached / "chat.json").read_text())
+            self._use(backend_json, chat)
+            return
+        state = snapshot(self.hf) or (None, None)
+        if state[0] and self.cached:
+            for name, text in zip(SNAPSHOT, (state[0], json.dumps(state[1]))):
+                (self.cached / name).write_text(text)
+        self._use(*state)
+
+    def _use(self, backend_json: str | None, chat: dict | None) -> None:
+        self.backend = RustTokenizer.from_str(backend_json) if backend_json else None
+        self.chat = chat
+
+    @property
+    def hf(self):
+        """The transformers tokenizer (imports transformers; llguidance builds on it)."""
+        if self._hf is None:
+            from transformers import AutoTokenizer
+            if self.cached and (self.cached / "tokenizer_config.json").exists():
+                self._hf = AutoTokenizer.from_pretrained(self.cached)
+            else:
+                log.info("converting the tokenizer of %s (once)", self.gguf_path.name)
+                self._hf = AutoTokenizer.from_pretrained(self.gguf_path.parent, gguf_file=self.gguf_path.name)
+                if self.cached:
+                    self._hf.save_pretrained(self.cached)
+            if self.gguf_template is not None and not self._hf.chat_template:
+                self._hf.chat_template = self.gguf_template
+        return self._hf
+
+    @property
+    def eos_token_id(self) -> int | None:
+        return self.chat["eos_token_id"] if self.backend else self.hf.eos_token_id
 
     @property
     def has_chat_template(self) -> bool:
-        return bool(self.hf.chat_template)
+        return bool(self.chat["template"] if self.backend else self.hf.chat_template)
 
     def encode(self, text: str, add_special: bool = False) -> list[int]:
         """Token ids of `text`; add_special adds the model's BOS where it wants one (raw prompts)."""
-        return self.hf.encode(text, add_special_tokens=add_special)
+        if self.backend is None:
+            return self.hf.encode(text, add_special_tokens=add_special)
+        return self.backend.encode(text, add_special_tokens=add_special).ids
 
     def decode(self, ids: list[int], skip_special: bool = True) -> str:
-        return self.hf.decode(ids, skip_special_tokens=skip_special)
+        if self.backend is None:
+            return self.hf.decode(ids, skip_special_tokens=skip_special)
+        return self.backend.decode(ids, skip_special_tokens=skip_special)
 
     def token_text(self, token_id: int) -> str:
-        return self.hf.decode([token_id], skip_special_tokens=False)
+        return self.decode([token_id], skip_special=False)
 
     def render_chat(self, messages: list[dict], tools: list[dict] | None = None,
                     add_generation_prompt: bool = True, **template_kwargs) -> str:
         """The prompt text for `messages` (and `tools`) through the model's own template."""
         if not self.has_chat_template:
             raise ValueError("this model has no chat template; use the completions API")
-        return self.hf.apply_chat_template(messages, tools=tools, tokenize=False,
-                                           add_generation_prompt=add_generation_prompt, **template_kwargs)
+        if self.backend is None:
+            return self.hf.apply_chat_template(messages, tools=tools, tokenize=False,
+                                               add_generation_prompt=add_generation_prompt, **template_kwargs)
+        return render(self.chat["template"], messages, tools, add_generation_prompt,
+                      {**self.chat["special_tokens"], **template_kwargs})
 
     def __len__(self) -> int:
-        return len(self.hf)
+        return len(self.hf) if self.backend is None else self.backend.get_vocab_size(with_added_tokens=True)

@@ -112,7 +112,7 @@ class LLMEngine:
         self.scheduler = Scheduler(self.blocks, config.max_num_seqs, config.max_num_batched_tokens)
         self.runner = ModelRunner(self.model, self.ops, kv, self.block_size)
         self.detok = Detokenizer(self.tokenizer)
-        self.eos_ids = set(spec.eos_ids) | ({self.tokenizer.hf.eos_token_id} - {None})
+        self.eos_ids = set(spec.eos_ids) | ({self.tokenizer.eos_token_id} - {None})
         self.requests: dict[str, Sequence] = {}
         self.load_seconds = time.monotonic() - t0
         log.info("loaded %s (%s, %d layers) on %s in %.1f s; %d KV blocks of %d",
