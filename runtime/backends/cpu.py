@@ -244,6 +244,18 @@ def _sample_filtered(logits: torch.Tensor, sb: SamplingBatch) -> torch.Tensor:
     """Temperature, top-k, top-p, min-p, then inverse-CDF with the batch's uniforms."""
     temp = torch.from_numpy(np.where(sb.temperature > 0, sb.temperature, 1.0))[:, None]
     probs = torch.softmax(logits / temp, dim=-1)
+    if not ((sb.top_k > 0) & (sb.top_k < probs.shape[1]) | (sb.top_p < 1) | (sb.min_p > 0)).any():
+        filtered = probs                                # no rule set: skip the sort of the vocabulary
+    else:
+        filtered = _filtered(probs, sb)
+    cdf = filtered.cumsum(-1)
+    target = torch.from_numpy(sb.uniforms)[:, None] * cdf[:, -1:]
+    ids = torch.searchsorted(cdf, target, right=True).squeeze(1)
+    return ids.clamp_(max=probs.shape[1] - 1)
+
+
+def _filtered(probs: torch.Tensor, sb: SamplingBatch) -> torch.Tensor:
+    """`probs` with the tokens outside each row's top-k / top-p / min-p set to zero."""
     sorted_p, order = probs.sort(dim=-1, descending=True)
     rank = torch.arange(probs.shape[1])[None, :]
     top_k = torch.from_numpy(np.where(sb.top_k > 0, sb.top_k, probs.shape[1]))[:, None]
@@ -252,8 +264,4 @@ def _sample_filtered(logits: torch.Tensor, sb: SamplingBatch) -> torch.Tensor:
     keep &= before < torch.from_numpy(sb.top_p)[:, None]
     keep &= sorted_p >= torch.from_numpy(sb.min_p)[:, None] * sorted_p[:, :1]
     keep[:, 0] = True
-    filtered = torch.zeros_like(probs).scatter(1, order, torch.where(keep, sorted_p, 0.0))
-    cdf = filtered.cumsum(-1)
-    target = torch.from_numpy(sb.uniforms)[:, None] * cdf[:, -1:]
-    ids = torch.searchsorted(cdf, target, right=True).squeeze(1)
-    return ids.clamp_(max=probs.shape[1] - 1)
+    return torch.zeros_like(probs).scatter(1, order, torch.where(keep, sorted_p, 0.0))
