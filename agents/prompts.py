@@ -30,11 +30,15 @@ PROGRESS_NOW = ("Do not repeat a step that is done. If the request needs a step 
 
 DRAFT = "Your draft answer was: {answer}"
 
-ANSWER_SYSTEM = ("You are a helpful assistant running on the user's own machine. Answer in one or "
-                 "two plain sentences, using exact values. Never write JSON or code.")
+ANSWER_SYSTEM = ("You are a helpful assistant running on the user's own machine. Answer in plain "
+                 "sentences, quoting exact values from tool results. Never write JSON or code.")
 
-ANSWER_NOW = ("Answer the request now in one or two plain sentences, using exact values from these "
-              "results. Do not write JSON.")
+# Asked for a natural summary, the 0.5B restates an earlier answer instead of the results
+# (a recall question: 0 of 9 answers had both looked-up values); asked to quote values and
+# name their tools, 17 of 18 did (agents/suites/canonical.yaml's store_facts and recall).
+ANSWER_NOW = ("Answer the request now from these results, in plain sentences: quote the exact values "
+              "the tools returned (numbers and text) and name the tool each one came from. Do not "
+              "write JSON.")
 
 PLAIN_ANSWER = "That was JSON, not an answer: answer in plain sentences."
 
@@ -55,10 +59,18 @@ def observation(envelope: dict, limit: int) -> str:
 
 
 def facts(value, path: str = "") -> list[str]:
-    """A tool result as `path: value` lines (lists of plain values joined by commas): small
-    models copy JSON they are shown, so answer mode shows none."""
+    """A tool result as `path: value` lines (lists of plain values joined by commas, a table's
+    rows as `column=value` pairs, empty values left out): small models copy JSON they are
+    shown, so answer mode shows none."""
+    if isinstance(value, dict) and isinstance(value.get("columns"), list) and isinstance(value.get("rows"), list):
+        rows = [f"{path} row {i}: ".lstrip() + ", ".join(f"{c}={v}" for c, v in zip(value["columns"], row))
+                for i, row in enumerate(value["rows"][:20], 1) if isinstance(row, list)]
+        rest = {k: v for k, v in value.items() if k not in ("columns", "rows")}
+        return (rows or [f"{path} rows: none".lstrip()]) + facts(rest, path)
     if isinstance(value, dict):
         return [line for k, v in value.items() for line in facts(v, f"{path} {k}".strip())]
+    if value is None or value == []:
+        return []
     if isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value):
         return [f"{path}: {', '.join(map(str, value))}" if path else ", ".join(map(str, value))]
     if isinstance(value, list):
@@ -67,8 +79,9 @@ def facts(value, path: str = "") -> list[str]:
 
 
 def flat_request(user: str, calls: list, note: str, closing: str, limit: int) -> str:
-    """The user's request, the turn's tool results as plain lines, what the loop has to
-    say, and the closing instruction, as one message."""
+    """The user's request, the turn's tool results as plain lines under each call (each call's
+    lines cut to `limit` characters), what the loop has to say, and the closing instruction,
+    as one message."""
     parts = [user]
     if calls:
         lines = []
@@ -76,11 +89,12 @@ def flat_request(user: str, calls: list, note: str, closing: str, limit: int) ->
             if c.ok:
                 args = ", ".join(f"{k}={clip(str(v), 150)}" for k, v in c.arguments.items()) \
                     if isinstance(c.arguments, dict) else clip(c.arguments, 150)
-                lines += [f"- {c.name}({args}): {clip(line, 300)}" for line in facts(c.result.get("data"))]
+                found = [f"  {clip(line, 300)}" for line in facts(c.result.get("data"))] or ["  (nothing)"]
+                lines += [f"- {c.name}({args}) returned:", clip_lines(found, limit)]
             else:     # without its arguments: shown them, small models send the same again
                 lines.append(f"- {c.name} failed: {clip(str(c.result.get('error')), 300)}. "
                              "Fix the arguments and call it again.")
-        parts.append("Done so far, with what the tools returned:\n" + clip_lines(lines, limit))
+        parts.append("Done so far, with what the tools returned:\n" + "\n".join(lines))
     if note:
         parts.append(note)
     parts.append(closing)
@@ -92,7 +106,7 @@ def clip_lines(lines: list[str], limit: int) -> str:
     for line in lines:
         used += len(line) + 1
         if used > limit:
-            out.append("- ...")
+            out.append("  ...")
             break
         out.append(line)
     return "\n".join(out)

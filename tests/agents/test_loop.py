@@ -83,11 +83,11 @@ def test_repeated_call_is_not_run_again_and_the_model_is_steered_to_answer(agent
     assert [s.kind for s in turn.steps] == ["calls", "repeat", "repeat", "answer"]
     progress = fake.requests[2]                               # first steer: results as text, tools offered
     assert progress["tools"] and not tool_messages(progress) and len(progress["messages"]) == 2
-    assert "- add(a=2, b=3): 5" in progress["messages"][-1]["content"]
+    assert "- add(a=2, b=3) returned:\n  5" in progress["messages"][-1]["content"]
     assert progress["messages"][-1]["content"].endswith(prompts.PROGRESS_NOW)
     final = fake.requests[3]                                  # then answer mode: no tools, results as text
     assert "tools" not in final and not tool_messages(final)
-    assert "- add(a=2, b=3): 5" in final["messages"][-1]["content"] and "{" not in final["messages"][-1]["content"]
+    assert "- add(a=2, b=3) returned:\n  5" in final["messages"][-1]["content"] and "{" not in final["messages"][-1]["content"]
     assert final["messages"][0]["content"] == prompts.ANSWER_SYSTEM      # no call format to imitate
     assert turn.answer == "It is 5."
 
@@ -173,7 +173,7 @@ def test_progress_mode_lets_a_repeating_model_take_the_next_step(agent_for, regi
     assert [s.kind for s in turn.steps] == ["calls", "repeat", "calls", "answer"]
     assert counter.calls == [("add", {"a": 1, "b": 2}), ("add", {"a": 3, "b": 4})]
     after = fake.requests[3]["messages"][-1]["content"]       # still progress mode, both results as text
-    assert "- add(a=1, b=2): 3" in after and "- add(a=3, b=4): 7" in after and fake.requests[3]["tools"]
+    assert "- add(a=1, b=2) returned:\n  3" in after and "- add(a=3, b=4) returned:\n  7" in after and fake.requests[3]["tools"]
 
 
 def test_verify_in_progress_mode_shows_the_draft(agent_for, registry):
@@ -183,3 +183,18 @@ def test_verify_in_progress_mode_shows_the_draft(agent_for, registry):
     assert [s.kind for s in turn.steps] == ["calls", "repeat", "verify", "answer"]
     content = fake.requests[3]["messages"][-1]["content"]
     assert prompts.DRAFT.format(answer="5") in content and prompts.VERIFY in content and turn.answer == "4"
+
+
+def test_answer_mode_shows_tables_as_column_values_and_every_call_its_own_budget():
+    from agents.steps import ToolCallRecord
+    table = {"ok": True, "data": {"columns": ["model", "context_length"], "rows": [["qwen", 32768]], "row_count": 1}}
+    big = {"ok": True, "data": {"hits": [{"text": "x" * 280, "page": None} for _ in range(8)]}}
+    note = {"ok": True, "data": {"notes": [{"text": "the facts are in suite_s0", "tags": []}]}}
+    calls = [ToolCallRecord("1", "sql_query", {"sql": "SELECT *"}, table, 0.0),
+             ToolCallRecord("2", "rag_search", {"query": "q"}, big, 0.0),
+             ToolCallRecord("3", "memory_search", {"query": "q"}, note, 0.0)]
+    text = prompts.flat_request("recall", calls, "", prompts.ANSWER_NOW, 1200)
+    assert "- sql_query(sql=SELECT *) returned:\n  row 1: model=qwen, context_length=32768\n  row_count: 1" in text
+    assert "page" not in text and "tags" not in text                    # empty values are noise
+    assert text.count("hits") < 8 and "  ..." in text                   # the long result is cut...
+    assert "- memory_search(query=q) returned:\n  notes 1 text: the facts are in suite_s0" in text   # ...not the next one
