@@ -14,9 +14,10 @@ import httpx
 class ToolError(Exception):
     """A failure to report to the model as an observation."""
 
-    def __init__(self, message: str, retryable: bool = False):
+    def __init__(self, message: str, retryable: bool = False, status: int | None = None):
         super().__init__(message)
         self.retryable = retryable
+        self.status = status          # the HTTP status, when a service refused the request
 
 
 @dataclass
@@ -52,7 +53,7 @@ class ToolContext:
             raise ToolError(f"cannot reach {url}: {e}", retryable=True) from e
         if r.status_code >= 400:
             raise ToolError(f"{r.status_code} from {url}: {_message(r)}",
-                            retryable=r.status_code == 429 or r.status_code >= 500)
+                            retryable=r.status_code == 429 or r.status_code >= 500, status=r.status_code)
         return r
 
     def request(self, method: str, url: str, **kwargs) -> dict:

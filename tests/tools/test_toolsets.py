@@ -67,6 +67,8 @@ def test_rag_tools_find_the_right_page_of_a_pdf(call, docs_dir):
     path = docs_dir / "nature.pdf"
     path.write_bytes(bytes(pdf.output()))
 
+    empty = call("rag_search", query="bees", collection="tools-test-never-stored")
+    assert empty["hits"] == [] and "nothing is stored" in empty["note"]    # not an error an agent retries
     added = call("rag_ingest", paths=[str(path)], collection="tools-test")
     assert added["documents"][0]["status"] == "added" and added["documents"][0]["pages"] == 3
     assert call("rag_ingest", paths=[str(path)], collection="tools-test")["documents"][0]["status"] == "unchanged"
