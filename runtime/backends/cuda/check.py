@@ -20,6 +20,7 @@ from runtime.backends import AttentionParams, ForwardBatch
 from runtime.backends.cpu import CPUOps
 from runtime.backends.cuda import CUDAOps
 from runtime.backends.cuda import attention as attn
+from runtime.backends.cuda import linear as linear_mod
 from runtime.backends.cuda.batch import pack, views
 from runtime.backends.cuda.linear import Normed
 from runtime.gguf import GGUFTensor
@@ -116,7 +117,33 @@ def check_linear(ops: CUDAOps, rng, qtypes=QTYPES) -> list[Result]:
     ref = cpu.linear(torch.from_numpy(a), torch.cat([dequant(t) for t in mixed]), act="silu_mul").numpy()
     y = ops.linear(dev.upload(a), ops.linear_weight(mixed), act="silu_mul")
     out.append(Result("linear Q4_K|Q6_K gate/up (silu_mul.cu)", rel_err(dev.to_host(y), ref), 2e-5))
+    out += check_matvec1_segments(ops, rng)
     ops.gemm_dtype = np.dtype(np.float16)
+    return out
+
+
+def check_matvec1_segments(ops: CUDAOps, rng) -> list[Result]:
+    """T = 1 over fused weights whose formats change at a block boundary (the T = 1 kernel),
+    off one (the general kernel), and with the norm run once first (the lm_head path)."""
+    out, cpu, dev = [], CPUOps(), ops.dev
+    cases = [("aligned", [(Q.Q4_K, 64), (Q.Q6_K, 32), (Q.Q4_K, 24)], 512, 1 << 30),
+             ("aligned, long rows", [(Q.Q4_K, 64), (Q.Q6_K, 40)], 4096, 1 << 30),
+             ("misaligned", [(Q.Q4_K, 36), (Q.Q6_K, 24), (Q.Q8_0, 9)], 512, 1 << 30),
+             ("norm once", [(Q.Q6_K, 200)], 512, 64)]
+    for name, parts, K, norm_once in cases:
+        ts = [random_tensor(f"w{i}", qt, n, K, rng) for i, (qt, n) in enumerate(parts)]
+        a, b = rng.standard_normal((2, 1, K)).astype(np.float32)
+        nw = (1 + 0.1 * rng.standard_normal(K)).astype(np.float32)
+        h_ref, s_ref = cpu.rms_norm(torch.from_numpy(a), torch.from_numpy(nw), 1e-6, torch.from_numpy(b))
+        ref = cpu.linear(h_ref, torch.cat([dequant(t) for t in ts])).numpy()
+        ops._loaded.clear()
+        keep, linear_mod.NORM_ONCE_ROWS = linear_mod.NORM_ONCE_ROWS, norm_once
+        s_out = ops.alloc((1, K), np.float32)
+        y = ops.linear(Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, s_out), ops.linear_weight(ts))
+        linear_mod.NORM_ONCE_ROWS = keep
+        out.append(Result(f"linear T=1 {name} {'|'.join(f'{q.name}x{n}' for q, n in parts)} K={K} norm",
+                          rel_err(dev.to_host(y), ref), 2e-5))
+        out.append(Result(f"linear T=1 {name} residual sum", rel_err(dev.to_host(s_out), s_ref.numpy()), 1e-6))
     return out
 
 

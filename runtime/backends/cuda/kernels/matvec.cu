@@ -12,12 +12,58 @@
 //
 // Work split: 4 warps a block, 2 weight rows a warp (two output rows, or the gate and up
 // rows of one output), lanes over consecutive 16-byte chunks of the rows; blockIdx.y walks
-// groups of T tokens. Napkin math at T = 1: a Q4_K chunk is 16 bytes -> 32 weights -> ~100
+// groups of T tokens. matvec1_* (below) is the T = 1 variant for K-quant rows: each lane
+// issues U chunks of loads ahead, the first batch before the norm prologue. Napkin math at T = 1: a Q4_K chunk is 16 bytes -> 32 weights -> ~100
 // FP32 instructions per row, so 2 rows a warp share the x loads and stay under the
 // 11.5 B/clk/SM that HBM delivers.
 #include "quant.cuh"
 
 #define MV_WARPS 4
+
+// xs[0..K) = rmsnorm(a + b) * w for one token, and sum_out = a + b where given. Loads are
+// float4, four per thread issued before any is used, so the prologue costs one or two memory
+// round trips instead of one per column a thread owns. Ends with a barrier (xs ready).
+__device__ __forceinline__ void norm_prologue(const float* a, const float* b, const float* w, float eps, int K,
+                                              float* sum_out, float* xs, float* red) {
+  const float4* a4 = reinterpret_cast<const float4*>(a);
+  const float4* b4 = reinterpret_cast<const float4*>(b);
+  const float4* w4 = reinterpret_cast<const float4*>(w);
+  float4* x4 = reinterpret_cast<float4*>(xs);
+  const int n4 = K / 4, step = 4 * blockDim.x;
+  const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  float ss = 0.0f;
+  for (int k0 = threadIdx.x; k0 < n4; k0 += step) {
+    float4 va[4], vb[4];
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+      const int k = k0 + u * blockDim.x;
+      va[u] = k < n4 ? a4[k] : zero;
+      vb[u] = b != nullptr && k < n4 ? b4[k] : zero;
+    }
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+      const int k = k0 + u * blockDim.x;
+      const float4 v = make_float4(va[u].x + vb[u].x, va[u].y + vb[u].y, va[u].z + vb[u].z, va[u].w + vb[u].w);
+      if (k < n4) x4[k] = v;
+      ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+  }
+  const float scale = rsqrtf(block_sum(ss, red) / K + eps);
+  for (int k0 = threadIdx.x; k0 < n4; k0 += step) {
+    float4 vw[4];
+#pragma unroll
+    for (int u = 0; u < 4; u++) vw[u] = k0 + u * blockDim.x < n4 ? w4[k0 + u * blockDim.x] : zero;
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+      const int k = k0 + u * blockDim.x;
+      if (k >= n4) break;
+      const float4 v = x4[k];
+      if (sum_out != nullptr) reinterpret_cast<float4*>(sum_out)[k] = v;
+      x4[k] = make_float4(v.x * scale * vw[u].x, v.y * scale * vw[u].y, v.z * scale * vw[u].z, v.w * scale * vw[u].w);
+    }
+  }
+  __syncthreads();
+}
 
 template <class FMT, int T>
 __device__ __forceinline__ void dot_rows(const u8* const* q, const u8* const* s, int nchunks,
@@ -57,22 +103,10 @@ __device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int
   int ld = ldx;
   if (norm_w != nullptr) {
     for (int t = 0; t < nt; t++) {
-      const float* a = norm_a + (i64)(t0 + t) * K;
-      const float* b = norm_b != nullptr ? norm_b + (i64)(t0 + t) * K : nullptr;
-      float ss = 0.0f;
-      for (int k = threadIdx.x; k < K; k += blockDim.x) {
-        const float v = b != nullptr ? a[k] + b[k] : a[k];
-        xs[t * K + k] = v;
-        ss += v * v;
-      }
-      const float scale = rsqrtf(block_sum(ss, red) / K + eps);
-      for (int k = threadIdx.x; k < K; k += blockDim.x) {
-        const float v = xs[t * K + k];
-        if (norm_sum != nullptr && blockIdx.x == 0) norm_sum[(i64)(t0 + t) * K + k] = v;
-        xs[t * K + k] = v * scale * norm_w[k];
-      }
+      const i64 off = (i64)(t0 + t) * K;
+      norm_prologue(norm_a + off, norm_b != nullptr ? norm_b + off : nullptr, norm_w, eps, K,
+                    norm_sum != nullptr && blockIdx.x == 0 ? norm_sum + off : nullptr, xs + t * K, red);
     }
-    __syncthreads();
     xbase = xs;
     ld = K;
   }
@@ -116,6 +150,132 @@ __device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int
     }
   }
 }
+
+// ---- T = 1 ------------------------------------------------------------------------------
+// One token is latency-bound, not arithmetic-bound: a warp takes R weight rows and each lane
+// issues the loads of U chunks of every row (R * U 16-byte loads, plus the block headers)
+// before it uses any of them; the first batch goes out before the fused norm prologue, so
+// the prologue's reductions overlap the weight fetch. linear.py launches this only where a
+// block's 4 * R rows share one format (segments aligned to them), so every thread of a block
+// takes the same DISPATCH_QTYPE branch and the prologue's __syncthreads is uniform.
+// Mode 1 takes R / 2 outputs: gate rows j.. and up rows n_out + j...
+// Formats with separate high bits (Q5_*, Q6_K) fetch two 16-byte loads a chunk: half the chunks ahead.
+template <class FMT> struct Ahead { static constexpr int div = 1; };
+template <> struct Ahead<Fmt<Q5_0>> { static constexpr int div = 2; };
+template <> struct Ahead<Fmt<Q5_1>> { static constexpr int div = 2; };
+template <> struct Ahead<Fmt<Q5_K>> { static constexpr int div = 2; };
+template <> struct Ahead<Fmt<Q6_K>> { static constexpr int div = 2; };
+
+template <class FMT, int R, int U>
+__device__ __forceinline__ void load_chunks(const u8* const* q, const u8* const* s, bool active, int nchunks,
+                                            int base, State (&st)[U][R], int (&col)[U][FMT::NR]) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int u = 0; u < U; u++) {
+    const int idx = base + 32 * u + lane;
+    if (active && idx < nchunks) {
+#pragma unroll
+      for (int r = 0; r < R; r++) FMT::load(q[r], s[r], idx / FMT::C, idx % FMT::C, st[u][r], col[u]);
+    }
+  }
+}
+
+template <class FMT, int R, int U0, int U = (U0 > 1 ? U0 / Ahead<FMT>::div : 1)>
+__device__ __forceinline__ void matvec1_rows(const u8* const* q, const u8* const* s, bool active, int K,
+                                             const float* x, const float* norm_a, const float* norm_b,
+                                             const float* norm_w, float eps, float* norm_sum, float* xs,
+                                             float* red, float* acc) {
+  const int lane = threadIdx.x & 31, nchunks = K / FMT::QK * FMT::C;
+  State st[U][R];
+  int col[U][FMT::NR];
+  load_chunks<FMT, R, U>(q, s, active, nchunks, 0, st, col);
+  if (norm_w != nullptr) {
+    norm_prologue(norm_a, norm_b, norm_w, eps, K, blockIdx.x == 0 ? norm_sum : nullptr, xs, red);
+    x = xs;
+  }
+  if (!active) return;
+  for (int base = 0;;) {
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      if (base + 32 * u + lane < nchunks) {
+#pragma unroll
+        for (int run = 0; run < FMT::NR; run++) {
+#pragma unroll
+          for (int i = 0; i < FMT::RL; i += 4) {
+            const float4 xv = *reinterpret_cast<const float4*>(x + col[u][run] + i);
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+              const float4 w = FMT::get4(st[u][r], run, i);
+              acc[r] += w.x * xv.x + w.y * xv.y + w.z * xv.z + w.w * xv.w;
+            }
+          }
+        }
+      }
+    }
+    base += 32 * U;
+    if (base >= nchunks) break;
+    load_chunks<FMT, R, U>(q, s, active, nchunks, base, st, col);
+  }
+}
+
+template <int R, int U>
+__device__ __forceinline__ void matvec1(const Segment* segs, int nseg, int K, int n_out, int mode,
+                                        const float* x, const float* norm_a, const float* norm_b,
+                                        const float* norm_w, float eps, float* norm_sum, const float* bias,
+                                        float* y) {
+  DYNAMIC_SMEM(float, xs);
+  __shared__ float red[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int per_warp = mode == 0 ? R : R / 2;
+  const int out0 = (blockIdx.x * MV_WARPS + warp) * per_warp;
+  const bool active = out0 < n_out;
+  int rows[R];
+#pragma unroll
+  for (int r = 0; r < R; r++) {
+    const int o = min(out0 + (mode == 0 ? r : r % (R / 2)), n_out - 1);   // past the end: a repeat
+    rows[r] = mode == 0 || r < R / 2 ? o : o + n_out;
+  }
+  const u8* q[R];
+  const u8* s[R];
+#pragma unroll
+  for (int r = 0; r < R; r++) {
+    const Segment& g = find_segment(segs, nseg, rows[r]);
+    q[r] = reinterpret_cast<const u8*>(g.q) + (rows[r] - g.row0) * g.q_row_bytes;
+    s[r] = reinterpret_cast<const u8*>(g.s) + (rows[r] - g.row0) * g.s_row_bytes;
+  }
+  const int qt = (int)find_segment(segs, nseg, min((int)blockIdx.x * MV_WARPS * per_warp, n_out - 1)).qtype;
+  float acc[R];
+#pragma unroll
+  for (int r = 0; r < R; r++) acc[r] = 0.0f;
+  DISPATCH_QTYPE(qt, (matvec1_rows<FMT, R, U>(q, s, active, K, x, norm_a, norm_b, norm_w, eps, norm_sum,
+                                              xs, red, acc)));
+  if (!active) return;
+#pragma unroll
+  for (int r = 0; r < R; r++) acc[r] = warp_sum(acc[r]);
+  if (lane != 0) return;
+  if (mode == 0) {
+#pragma unroll
+    for (int r = 0; r < R; r++)
+      if (out0 + r < n_out) y[out0 + r] = bias != nullptr ? acc[r] + bias[out0 + r] : acc[r];
+  } else {
+#pragma unroll
+    for (int r = 0; r < R / 2; r++)
+      if (out0 + r < n_out) {
+        const float g = acc[r];
+        y[out0 + r] = g / (1.0f + expf(-g)) * acc[r + R / 2];
+      }
+  }
+}
+
+#define MATVEC1_KERNEL(R, U)                                                                    \
+  extern "C" __global__ void __launch_bounds__(MV_WARPS * 32) matvec1_r##R##_u##U(              \
+      const Segment* segs, int nseg, int K, int n_out, int mode, const float* x,                 \
+      const float* norm_a, const float* norm_b, const float* norm_w, float eps, float* norm_sum, \
+      const float* bias, float* y) {                                                             \
+    matvec1<R, U>(segs, nseg, K, n_out, mode, x, norm_a, norm_b, norm_w, eps, norm_sum, bias, y); \
+  }
+MATVEC1_KERNEL(2, 2)
+MATVEC1_KERNEL(2, 4)
 
 #define MATVEC_KERNEL(T)                                                                        \
   extern "C" __global__ void __launch_bounds__(MV_WARPS * 32) matvec_t##T(                      \

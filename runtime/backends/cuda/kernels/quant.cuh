@@ -24,17 +24,6 @@ __device__ __forceinline__ uint4 load16(const u8* p) { return *reinterpret_cast<
 
 __device__ __forceinline__ u32 word_of(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
-// K-quant 6-bit scale and min of sub-block j (ggml get_scale_min_k4).
-__device__ __forceinline__ void scale_min_k4(int j, const u8* q, int& sc, int& m) {
-  if (j < 4) {
-    sc = q[j] & 63;
-    m = q[j + 4] & 63;
-  } else {
-    sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
 // Each Fmt<QT> has load(), which reads chunk c of block ib into a small State (one 16-byte
 // payload load plus scales) and sets the first column of each run, and get4(st, run, i),
 // which returns weights i..i+3 of a run (run and i compile-time after unrolling), so a
@@ -173,14 +162,26 @@ template <> struct Fmt<Q5_1> {
 // Q4_K: 256 columns in 8 sub-blocks of 32 with 6-bit scales and mins; block =
 // {d f16, dmin f16, scales[12], qs[128]}; qs byte 32p + l holds column 64p + l (low
 // nibble, sub-block 2p) and 64p + 32 + l (high nibble, sub-block 2p + 1).
+__device__ __forceinline__ u32 byte_of(u32 w, int k) { return (w >> (8 * k)) & 0xFF; }
+
+// The block header {d, dmin, scales[12]} as one 16-byte load (the 8 lanes reading a block's
+// chunks share it): scale and min of sub-blocks 2p and 2p + 1, ggml's get_scale_min_k4 on
+// the scale bytes y | z | w.
+__device__ __forceinline__ void kquant_scale_min(const uint4& hd, int j, float& sc, float& mn) {
+  const int k = j & 3;
+  const u32 y = byte_of(hd.y, k), z = byte_of(hd.z, k), w = byte_of(hd.w, k);
+  sc = u2f(j < 4 ? y & 63 : (w & 0xF) | ((y >> 6) << 4));
+  mn = u2f(j < 4 ? z & 63 : (w >> 4) | ((z >> 6) << 4));
+}
+
 __device__ __forceinline__ void kquant_scales(const u8* b, int p, State& st) {
-  const u32 dm = *reinterpret_cast<const u32*>(b);
-  const float d = f16_to_f32((u16)(dm & 0xFFFF)), dmin = f16_to_f32((u16)(dm >> 16));
-  int sc0, m0, sc1, m1;
-  scale_min_k4(2 * p, b + 4, sc0, m0);
-  scale_min_k4(2 * p + 1, b + 4, sc1, m1);
-  st.d0 = d * sc0; st.n0 = -dmin * m0;
-  st.d1 = d * sc1; st.n1 = -dmin * m1;
+  const uint4 hd = load16(b);
+  const float d = f16_to_f32((u16)(hd.x & 0xFFFF)), dmin = f16_to_f32((u16)(hd.x >> 16));
+  float sc0, mn0, sc1, mn1;
+  kquant_scale_min(hd, 2 * p, sc0, mn0);
+  kquant_scale_min(hd, 2 * p + 1, sc1, mn1);
+  st.d0 = d * sc0; st.n0 = -dmin * mn0;
+  st.d1 = d * sc1; st.n1 = -dmin * mn1;
 }
 
 template <> struct Fmt<Q4_K> {
@@ -236,9 +237,10 @@ template <> struct Fmt<Q6_K> {
     const int sh = 2 * (m0 >> 5);
     st.h = make_uint4(h.x >> sh, h.y >> sh, h.z >> sh, h.w >> sh);
     const float d = f16_to_f32(reinterpret_cast<const u16*>(s)[ib]);
-    const int si = 192 + 8 * n + ((m0 & 31) >> 4) + 2 * (m0 >> 5);
-    st.d0 = d * (float)(i8)b[si]; st.n0 = -32.0f * st.d0;
-    st.d1 = d * (float)(i8)b[si + 4]; st.n1 = -32.0f * st.d1;
+    const uint4 scales = load16(b + 192);      // 16 int8 sub-block scales, one load
+    const int si = 8 * n + ((m0 & 31) >> 4) + 2 * (m0 >> 5);
+    st.d0 = d * (float)(i8)byte_of(word_of(scales, si >> 2), si & 3); st.n0 = -32.0f * st.d0;
+    st.d1 = d * (float)(i8)byte_of(word_of(scales, (si + 4) >> 2), si & 3); st.n1 = -32.0f * st.d1;
     col[0] = ib * QK + 128 * n + m0;
     col[1] = ib * QK + 128 * n + 64 + m0;
   }
