@@ -31,6 +31,7 @@ def attention(ops, qkv, kv, layer: int, fb: CUDABatch, rope, p: AttentionParams)
     common = (rope.cos, rope.sin, p.q_norm, p.k_norm, np.float32(p.norm_eps), np.int32(p.interleaved))
     if fb.is_decode:
         S = splits(ops, T, Hkv)
+        assert 1 <= S <= 32, "attention_decode combines at most 32 splits"
         part_acc = ops.alloc((T * Hq * S * D,), np.float32) if S > 1 else None
         part_ml = ops.alloc((T * Hq * S * 2,), np.float32) if S > 1 else None
         counters = ops.alloc((T * Hkv,), np.int32, zero=True)

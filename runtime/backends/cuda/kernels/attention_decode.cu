@@ -37,6 +37,7 @@ extern "C" __global__ void __launch_bounds__(AD_THREADS) attention_decode(
   __shared__ float sc[MAX_GROUP][AD_THREADS];
   __shared__ float m_run[MAX_GROUP], l_run[MAX_GROUP], corr[MAX_GROUP];
   __shared__ int is_last;
+  __shared__ i64 slot_s[AD_THREADS];      // cache slot of each position of the current tile
 
   const int s = blockIdx.x, g = blockIdx.y, b = blockIdx.z, S = gridDim.x;
   const int G = Hq / Hkv, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -79,6 +80,7 @@ extern "C" __global__ void __launch_bounds__(AD_THREADS) attention_decode(
     for (int j = 0; j < MAX_GROUP; j++) sj[j] = 0.0f;
     if (p < end) {
       const i64 slot = (i64)table[p / block_size] * block_size + p % block_size;
+      slot_s[tid] = slot;
       const KV_T* kp = k_cache + (slot * Hkv + g) * D;
       for (int e = 0; e < D; e += 8) {
         float kv8[8];
@@ -120,10 +122,9 @@ extern "C" __global__ void __launch_bounds__(AD_THREADS) attention_decode(
 #pragma unroll
         for (int k = 0; k < DPT; k++) acc[j][k] *= corr[j];
     const int n = min(AD_THREADS, end - t0);
-    for (int i = part; i < n; i += NPART) {
-      const int pp = t0 + i;
-      const i64 slot = (i64)table[pp / block_size] * block_size + pp % block_size;
-      const KV_T* vp = v_cache + (slot * Hkv + g) * D;
+#pragma unroll 8
+    for (int i = part; i < n; i += NPART) {     // slots from shared memory: the V loads are independent
+      const KV_T* vp = v_cache + (slot_s[i] * Hkv + g) * D;
 #pragma unroll
       for (int k = 0; k < DPT; k++) {
         const float v = to_f32(vp[d0 + AD_THREADS * k]);
@@ -174,18 +175,27 @@ extern "C" __global__ void __launch_bounds__(AD_THREADS) attention_decode(
   __syncthreads();
   if (!is_last) return;
   __threadfence();
+  // Combine: each head's split weights once (a warp, lane k = split k, S <= 32), then every
+  // output reads its S partial accumulators with independent loads.
+  __shared__ float w_split[MAX_GROUP][32], inv_l[MAX_GROUP];
+  for (int j = warp; j < G; j += AD_THREADS / 32) {
+    const float* ml = part_ml + (head0 + j) * S * 2;
+    const float m = lane < S ? ldcg(ml + 2 * lane) : NEG_INF;
+    const float l = lane < S ? ldcg(ml + 2 * lane + 1) : 0.0f;
+    const float m_max = warp_max(m);                               // every lane shuffles
+    const float w = lane < S ? expf(m - m_max) : 0.0f;             // empty split: m = -inf, w = 0
+    const float lsum = warp_sum(w * l);
+    w_split[j][lane] = w;
+    if (lane == 0) inv_l[j] = 1.0f / lsum;
+  }
+  __syncthreads();
   for (int e = tid; e < G * D; e += AD_THREADS) {
     const int j = e / D, d = e % D;
-    const float* ml = part_ml + (head0 + j) * S * 2;
-    float m = NEG_INF;
-    for (int k = 0; k < S; k++) m = fmaxf(m, ldcg(ml + 2 * k));
-    float l = 0.0f, o = 0.0f;
-    for (int k = 0; k < S; k++) {
-      const float w = expf(ldcg(ml + 2 * k) - m);
-      l += ldcg(ml + 2 * k + 1) * w;
-      o += ldcg(part_acc + ((head0 + j) * S + k) * D + d) * w;
-    }
-    out[(head0 + j) * D + d] = o / l;
+    const float* pa = part_acc + (head0 + j) * S * D + d;
+    float o = 0.0f;
+#pragma unroll 8
+    for (int k = 0; k < S; k++) o += w_split[j][k] * ldcg(pa + (i64)k * D);
+    out[(head0 + j) * D + d] = o * inv_l[j];
   }
   if (tid == 0) counters[b * Hkv + g] = 0;
 }
