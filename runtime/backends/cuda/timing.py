@@ -11,6 +11,8 @@ import numpy as np
 from gguf import GGMLQuantizationType as Q
 
 from runtime.backends import AttentionParams, ForwardBatch
+from runtime.backends.cuda import attention as attn_mod
+from runtime.backends.cuda import linear as linear_mod
 from runtime.backends.cuda.batch import pack, views
 from runtime.backends.cuda.device import CaptureError
 from runtime.backends.cuda.graphs import Arena
@@ -106,17 +108,23 @@ def report(ops) -> list[dict]:
             x = xp.asarray(rng.standard_normal((T, k)).astype(np.float32))
             r, nw = xp.asarray(rng.standard_normal((T, k)).astype(np.float32)), xp.ones(k, np.float32)
             inp = Normed(x, r, nw, 1e-6, xp.empty((T, k), np.float32)) if normed else x
-            for path, limit in (("matvec", 64), ("dequant+cublas-f16", 0)):
+            for path, limit in (("matvec", 64), ("matvec-general", 64), ("dequant+cublas-f16", 0)):
                 if path == "matvec" and T > 16 and name == "lm_head":
                     continue                       # ~24 ms a launch: known to lose
-                if limit == 0 and T == 1:
+                general = path == "matvec-general"     # the T <= 8 kernel at T = 1, for comparison
+                if (limit == 0 and T == 1) or (general and T > 1):
                     continue
                 ops.matvec_max_tokens = limit
+                keep_ahead = linear_mod.matvec1_ahead
+                if general:
+                    linear_mod.matvec1_ahead = lambda w, mode: None
                 try:
                     us = graph_us(ops, lambda i: ops.linear(inp, ws[i], act=act), copies)
                 except CaptureError as e:       # cuBLAS refused the capture: time it eagerly
                     ms, _, _ = events_ms(dev, lambda: ops.linear(inp, ws[0], act=act))
                     us, path = ms * 1e3, f"{path} (eager: {str(e)[:40]})"
+                finally:
+                    linear_mod.matvec1_ahead = keep_ahead
                 add(f"{path} T={T} {name} {qtype.name} [{n}x{k}]", us, w0.nbytes + 4 * T * (k + n))
         ops.matvec_max_tokens = keep
         ops._loaded.clear()
@@ -136,8 +144,15 @@ def report(ops) -> list[dict]:
         host, where, nr = pack(fb)
         cfb = views(fb, dev.upload(host), where, nr, True)
         qkv = xp.asarray(rng.standard_normal((B, (Hq + 2 * Hkv) * D)).astype(np.float32))
-        us = graph_us(ops, lambda i: ops.attention(qkv, kv, 0, cfb, rope, p), 1, 16)
-        add(f"attention_decode B={B} L={L} (Hq 16, Hkv 8, D 128, f16)", us, 2 * B * L * Hkv * D * 2)
+        chosen = attn_mod.splits(ops, B, Hkv)
+        for S in sorted({chosen, 2, 4, 8, 16, 32} if B == 1 else {chosen, 1, 2, 4}):
+            keep, attn_mod.splits = attn_mod.splits, lambda ops, n, h: S
+            try:
+                us = graph_us(ops, lambda i: ops.attention(qkv, kv, 0, cfb, rope, p), 1, 16)
+            finally:
+                attn_mod.splits = keep
+            add(f"attention_decode B={B} L={L} S={S}{' (chosen)' if S == chosen else ''} (Hq 16, Hkv 8, D 128, f16)",
+                us, 2 * B * L * Hkv * D * 2)
 
     for R in (1, 64):
         logits = xp.asarray(rng.standard_normal((R, V)).astype(np.float32))
