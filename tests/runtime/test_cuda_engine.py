@@ -8,6 +8,8 @@ preemption and sampling behaviour reuse test_engine.py's tests on GPU engines.
 """
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as Q
@@ -128,4 +130,6 @@ def on_gpu(monkeypatch):
 def test_engine_behaviour_on_gpu(name, on_gpu, model_path, tokenizer_cache):  # noqa: F811
     engine = engine_tests.make_engine(model_path, tokenizer_cache)
     assert engine.ops.name == "cuda"
-    getattr(engine_tests, name)(model_path, tokenizer_cache)
+    test = getattr(engine_tests, name)
+    extra = {"cpu_dtype": "float32"} if "cpu_dtype" in inspect.signature(test).parameters else {}
+    test(model_path, tokenizer_cache, **extra)
