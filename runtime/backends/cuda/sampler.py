@@ -14,6 +14,9 @@ import numpy as np
 from runtime.sampling import SampleOutput, SamplingBatch
 
 
+STATS_CHUNK = 256 * 16          # columns a sample_stats block takes (SS_CHUNK)
+
+
 @dataclass(slots=True)
 class Logits:
     values: object              # device f32 [R, V] (R >= rows: graph buckets pad)
@@ -28,9 +31,14 @@ class Sampler:
     def stats(self, logits):
         """(out [3, R] = ids as int bits, logprobs, entropies; lse [R]) for every row."""
         R, V = logits.shape
+        nb = -(-V // STATS_CHUNK)
         out = self.ops.alloc((3, R), np.float32)
         lse = self.ops.alloc((R,), np.float32)
-        self.dev.kernels("sample_stats").sample_stats((R,), (1024,), (logits, np.int32(V), np.int32(V), out, lse))
+        part_m, part_id = self.ops.alloc((R, nb), np.float32), self.ops.alloc((R, nb), np.int32)
+        part_sw = self.ops.alloc((R, nb, 2), np.float64)
+        counters = self.ops.alloc((R,), np.int32, zero=True)
+        self.dev.kernels("sample_stats").sample_stats((nb, R), (256,), (
+            logits, np.int32(V), np.int32(V), out, lse, part_m, part_id, part_sw, counters))
         return out, lse
 
     def sample(self, logits: Logits, sb: SamplingBatch) -> SampleOutput:

@@ -16,14 +16,6 @@
 #define AD_THREADS 128
 #define MAX_GROUP 16
 
-__device__ __forceinline__ float ldcg(const float* p) {
-#ifdef EMULATOR
-  return *p;
-#else
-  return __ldcg(p);
-#endif
-}
-
 extern "C" __global__ void __launch_bounds__(AD_THREADS) attention_decode(
     const float* qkv, int Hq, int Hkv, const int* ctx_lens, const int* slots, const int* tables,
     const int* table_stride, int block_size, const float* cos_t, const float* sin_t,

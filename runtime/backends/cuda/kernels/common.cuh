@@ -52,6 +52,15 @@ __device__ __forceinline__ float block_max(float v, float* red) {
   return warp_max(v);
 }
 
+// A load that skips L1 (data another block of this grid wrote: split-K partials).
+template <class T> __device__ __forceinline__ T ldcg(const T* p) {
+#ifdef EMULATOR
+  return *p;
+#else
+  return __ldcg(p);
+#endif
+}
+
 __device__ __forceinline__ float f16_to_f32(u16 h) { return __half2float(__ushort_as_half(h)); }
 __device__ __forceinline__ float bf16_to_f32(u16 h) { return __uint_as_float((u32)h << 16); }
 
