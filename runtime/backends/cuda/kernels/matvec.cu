@@ -13,9 +13,11 @@
 // Work split: 4 warps a block, 2 weight rows a warp (two output rows, or the gate and up
 // rows of one output), lanes over consecutive 16-byte chunks of the rows; blockIdx.y walks
 // groups of T tokens. matvec1_* (below) is the T = 1 variant for K-quant rows: each lane
-// issues U chunks of loads ahead, the first batch before the norm prologue. Napkin math at T = 1: a Q4_K chunk is 16 bytes -> 32 weights -> ~100
-// FP32 instructions per row, so 2 rows a warp share the x loads and stay under the
-// 11.5 B/clk/SM that HBM delivers.
+// issues U chunks of loads ahead, the first batch before the norm prologue.
+// Napkin math at T = 1: a Q4_K chunk is 16 bytes -> 32 weights -> ~7 instructions a weight
+// and row (nibble, int-to-float, scale FMA, dot FMA); HBM delivers ~11.5 B/clk/SM, i.e. 20
+// Q4_K weights/clk/SM, against 128 instructions/clk/SM: the decode, not the bytes, is the
+// limit (measured on the H100: as slow with the weights in L2 as from DRAM).
 #include "quant.cuh"
 
 #define MV_WARPS 4

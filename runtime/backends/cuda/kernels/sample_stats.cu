@@ -61,7 +61,8 @@ extern "C" __global__ void __launch_bounds__(SS_THREADS) sample_stats(
   __threadfence();
   float mb = NEG_INF;
   int ib = 0x7fffffff;
-  for (int k = tid; k < NB; k += SS_THREADS) argmax_merge(mb, ib, ldcg(part_m + r * NB + k), ldcg(part_id + r * NB + k));
+  for (int k = tid; k < NB; k += SS_THREADS)
+    argmax_merge(mb, ib, ldcg(part_m + r * NB + k), ldcg(part_id + r * NB + k));
   block_argmax(mb, ib, redv, redi);              // mb: the row's max, ib: its argmax
   double S = 0.0, W = 0.0;
   for (int k = tid; k < NB; k += SS_THREADS) {
