@@ -161,11 +161,14 @@ class Agent:
 
     def _flat_messages(self, base: list[dict], turn: Turn, mode: str, note: str) -> list[dict]:
         """The request with the turn's results as text, no call/result messages to imitate.
-        Progress mode keeps the system prompt and the tools, for a step still missing;
-        answer mode has a system prompt without the call format, and no tools."""
+        Progress mode keeps the system prompt (with the earlier turns) and the tools, for a
+        step still missing; answer mode has a system prompt without the call format or the
+        earlier turns, and no tools."""
         system = base[0]["content"]
         if mode == "answer":
-            system = prompts.ANSWER_SYSTEM + system[len(self.system):]      # the same earlier turns
+            # Without the earlier turns: the request and this turn's results are all an answer
+            # needs, and given earlier answers a small model restates one of them.
+            system = prompts.ANSWER_SYSTEM
         closing = prompts.PROGRESS_NOW if mode == "progress" else prompts.ANSWER_NOW
         content = prompts.flat_request(base[-1]["content"], turn.calls, note, closing, self.config.observation_chars)
         return [{"role": "system", "content": system}, {"role": "user", "content": content}]

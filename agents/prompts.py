@@ -31,14 +31,15 @@ PROGRESS_NOW = ("Do not repeat a step that is done. If the request needs a step 
 DRAFT = "Your draft answer was: {answer}"
 
 ANSWER_SYSTEM = ("You are a helpful assistant running on the user's own machine. Answer in plain "
-                 "sentences, quoting exact values from tool results. Never write JSON or code.")
+                 "sentences, using exact values. Never write JSON or code.")
 
-# Asked for a natural summary, the 0.5B restates an earlier answer instead of the results
-# (a recall question: 0 of 9 answers had both looked-up values); asked to quote values and
-# name their tools, 17 of 18 did (agents/suites/canonical.yaml's store_facts and recall).
-ANSWER_NOW = ("Answer the request now from these results, in plain sentences: quote the exact values "
-              "the tools returned (numbers and text) and name the tool each one came from. Do not "
-              "write JSON.")
+# Replayed on recorded canonical turns (greedy, 3 seeds): asked for one or two sentences with
+# the earlier turns in context, the 0.5B restated an earlier answer ('the background is in the
+# knowledge base') on every recall; asked to quote values and name tools it pasted the result
+# lists, which later turns then imitated. Without the earlier turns and with this closing it
+# answered discover, store_facts and recall from the results, 9 of 9.
+ANSWER_NOW = ("Answer the request now in two or three plain sentences, with the exact values from "
+              "these results, and say which tool gave each value. Do not write JSON.")
 
 PLAIN_ANSWER = "That was JSON, not an answer: answer in plain sentences."
 
@@ -63,6 +64,8 @@ def facts(value, path: str = "") -> list[str]:
     rows as `column=value` pairs, empty values left out): small models copy JSON they are
     shown, so answer mode shows none."""
     if isinstance(value, dict) and isinstance(value.get("columns"), list) and isinstance(value.get("rows"), list):
+        if not value["columns"]:                 # a statement that returns no table (INSERT ...)
+            return facts({k: v for k, v in value.items() if k not in ("columns", "rows")}, path)
         rows = [f"{path} row {i}: ".lstrip() + ", ".join(f"{c}={v}" for c, v in zip(value["columns"], row))
                 for i, row in enumerate(value["rows"][:20], 1) if isinstance(row, list)]
         rest = {k: v for k, v in value.items() if k not in ("columns", "rows")}

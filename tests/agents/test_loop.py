@@ -198,3 +198,14 @@ def test_answer_mode_shows_tables_as_column_values_and_every_call_its_own_budget
     assert "page" not in text and "tags" not in text                    # empty values are noise
     assert text.count("hits") < 8 and "  ..." in text                   # the long result is cut...
     assert "- memory_search(query=q) returned:\n  notes 1 text: the facts are in suite_s0" in text   # ...not the next one
+
+
+def test_answer_mode_leaves_the_earlier_turns_out(agent_for, registry, counter):
+    same = call("add", a=2, b=3)
+    agent, fake = agent_for([text("Hello."), same, same, same, text("It is 5.")])
+    agent.run("Say hello.", registry.openai_tools())
+    turn = agent.run("What is 2 + 3?", registry.openai_tools())
+    assert [s.kind for s in turn.steps] == ["calls", "repeat", "repeat", "answer"]
+    assert "Earlier in this conversation" in fake.requests[1]["messages"][0]["content"]     # chat mode keeps them
+    assert "Earlier in this conversation" in fake.requests[3]["messages"][0]["content"]     # progress mode too
+    assert fake.requests[4]["messages"][0]["content"] == prompts.ANSWER_SYSTEM              # the answer: results only
