@@ -117,14 +117,14 @@ def check_linear(ops: CUDAOps, rng, qtypes=QTYPES) -> list[Result]:
     ref = cpu.linear(torch.from_numpy(a), torch.cat([dequant(t) for t in mixed]), act="silu_mul").numpy()
     y = ops.linear(dev.upload(a), ops.linear_weight(mixed), act="silu_mul")
     out.append(Result("linear Q4_K|Q6_K gate/up (silu_mul.cu)", rel_err(dev.to_host(y), ref), 2e-5))
-    out += check_matvec1_segments(ops, rng)
+    out += check_t1_segments(ops, rng)
     ops.gemm_dtype = np.dtype(np.float16)
     return out
 
 
-def check_matvec1_segments(ops: CUDAOps, rng) -> list[Result]:
-    """T = 1 over fused weights whose formats change at a block boundary (the T = 1 kernel),
-    off one (the general kernel), and with the norm run once first (the lm_head path)."""
+def check_t1_segments(ops: CUDAOps, rng) -> list[Result]:
+    """T = 1 (the split decode) over fused weights whose formats change on and off an even
+    row, short and long rows, and with the norm run once first (the lm_head path)."""
     out, cpu, dev = [], CPUOps(), ops.dev
     cases = [("aligned", [(Q.Q4_K, 64), (Q.Q6_K, 32), (Q.Q4_K, 24)], 512, 1 << 30),
              ("aligned, long rows", [(Q.Q4_K, 64), (Q.Q6_K, 40)], 4096, 1 << 30),

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from gguf import GGMLQuantizationType as Q
 
 from runtime.backends.cuda.weights import QuantLinear
 
@@ -52,27 +51,14 @@ def linear(ops, x, w: QuantLinear, bias=None, act: str | None = None):
 NORM_ONCE_ROWS = 65536      # from this many outputs (the lm_head) the norm runs once, not in every block
 
 
-def matvec1_ahead(w: QuantLinear, mode: int) -> int | None:
-    """Chunk loads a lane issues ahead (U) in the T = 1 kernel: 2 for rows of <= 64 chunks,
-    else 4. None (the general kernel) where that measured faster: gate/up + SiLU (16.9 us
-    against 18.8 for Q4_K 12288 x 2048) and formats other than the K-quants (Q8_0 gate/up
-    13.7 against 19.1); and where the 8 rows of a block could mix formats."""
-    if mode == 1 or not w.qtypes <= {Q.Q4_K, Q.Q5_K, Q.Q6_K} or any(s.row0 % 8 for s in w.segments):
-        return None
-    return 2 if w.cols // 256 * 8 <= 64 else 4      # 8 16-byte chunks a 256-column block
-
-
 def matvec(ops, x, w: QuantLinear, bias, act):
     T, K = x.shape
     if act == "silu_mul" and len(w.qtypes) > 1:     # gate and up rows of different formats
         return silu_mul(ops, matvec(ops, x, w, bias, None))
     mode = 1 if act == "silu_mul" else 0
     n_out = w.rows // 2 if mode else w.rows
-    if T == 1 and n_out >= NORM_ONCE_ROWS:        # the lm_head: the general kernel measured faster
-        if isinstance(x, Normed):
-            x = materialize(ops, x)
-    elif T == 1 and (ahead := matvec1_ahead(w, mode)) is not None:
-        return matvec1(ops, x, w, bias, mode, n_out, ahead)
+    if T == 1 and n_out >= NORM_ONCE_ROWS and isinstance(x, Normed):    # the lm_head
+        x = materialize(ops, x)
     assert all(s.rows % 2 == 0 for s in w.segments[:-1]), "matvec pairs rows: segments must start at even rows"
     tk = 1 if T == 1 else 2 if T == 2 else 4 if T <= 4 else 8
     smem = 0
@@ -91,21 +77,6 @@ def matvec(ops, x, w: QuantLinear, bias, act):
     getattr(ops.dev.kernels("matvec"), f"matvec_t{tk}")(grid, (128,), (
         w.table, np.int32(len(w.segments)), np.int32(K), np.int32(n_out), np.int32(mode), *inputs,
         bias, out, np.int32(n_out)), smem)
-    return out
-
-
-def matvec1(ops, x, w: QuantLinear, bias, mode: int, n_out: int, U: int):
-    K, R = x.shape[1], 2
-    if isinstance(x, Normed) and 4 * K > ops.dev.max_smem - 1024:
-        x = materialize(ops, x)
-    out = ops.alloc((1, n_out), np.float32)
-    per_block = 4 * (R if mode == 0 else R // 2)
-    if isinstance(x, Normed):
-        inputs, smem = (None, x.a, x.b, x.weight, np.float32(x.eps), x.sum_out if x.b is not None else None), 4 * K
-    else:
-        inputs, smem = (x, None, None, None, np.float32(0), None), 0
-    getattr(ops.dev.kernels("matvec"), f"matvec1_r{R}_u{U}")(((n_out + per_block - 1) // per_block,), (128,), (
-        w.table, np.int32(len(w.segments)), np.int32(K), np.int32(n_out), np.int32(mode), *inputs, bias, out), smem)
     return out
 
 

@@ -12,7 +12,6 @@ from gguf import GGMLQuantizationType as Q
 
 from runtime.backends import AttentionParams, ForwardBatch
 from runtime.backends.cuda import attention as attn_mod
-from runtime.backends.cuda import linear as linear_mod
 from runtime.backends.cuda.batch import pack, views
 from runtime.backends.cuda.device import CaptureError
 from runtime.backends.cuda.graphs import Arena
@@ -108,23 +107,17 @@ def report(ops) -> list[dict]:
             x = xp.asarray(rng.standard_normal((T, k)).astype(np.float32))
             r, nw = xp.asarray(rng.standard_normal((T, k)).astype(np.float32)), xp.ones(k, np.float32)
             inp = Normed(x, r, nw, 1e-6, xp.empty((T, k), np.float32)) if normed else x
-            for path, limit in (("matvec", 64), ("matvec-general", 64), ("dequant+cublas-f16", 0)):
+            for path, limit in (("matvec", 64), ("dequant+cublas-f16", 0)):
                 if path == "matvec" and T > 16 and name == "lm_head":
                     continue                       # ~24 ms a launch: known to lose
-                general = path == "matvec-general"     # the T <= 8 kernel at T = 1, for comparison
-                if (limit == 0 and T == 1) or (general and T > 1):
+                if limit == 0 and T == 1:
                     continue
                 ops.matvec_max_tokens = limit
-                keep_ahead = linear_mod.matvec1_ahead
-                if general:
-                    linear_mod.matvec1_ahead = lambda w, mode: None
                 try:
                     us = graph_us(ops, lambda i: ops.linear(inp, ws[i], act=act), copies)
                 except CaptureError as e:       # cuBLAS refused the capture: time it eagerly
                     ms, _, _ = events_ms(dev, lambda: ops.linear(inp, ws[0], act=act))
                     us, path = ms * 1e3, f"{path} (eager: {str(e)[:40]})"
-                finally:
-                    linear_mod.matvec1_ahead = keep_ahead
                 add(f"{path} T={T} {name} {qtype.name} [{n}x{k}]", us, w0.nbytes + 4 * T * (k + n))
         ops.matvec_max_tokens = keep
         ops._loaded.clear()

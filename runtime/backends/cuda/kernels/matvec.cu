@@ -12,12 +12,12 @@
 //
 // Work split: 4 warps a block, 2 weight rows a warp (two output rows, or the gate and up
 // rows of one output), lanes over consecutive 16-byte chunks of the rows; blockIdx.y walks
-// groups of T tokens. matvec1_* (below) is the T = 1 variant for K-quant rows: each lane
-// issues U chunks of loads ahead, the first batch before the norm prologue.
-// Napkin math at T = 1: a Q4_K chunk is 16 bytes -> 32 weights -> ~7 instructions a weight
-// and row (nibble, int-to-float, scale FMA, dot FMA); HBM delivers ~11.5 B/clk/SM, i.e. 20
-// Q4_K weights/clk/SM, against 128 instructions/clk/SM: the decode, not the bytes, is the
-// limit (measured on the H100: as slow with the weights in L2 as from DRAM).
+// groups of T tokens. Napkin math at T = 1: HBM delivers ~11.5 B/clk/SM, i.e. 20 Q4_K
+// weights/clk/SM, against 128 instructions/clk/SM, so a weight may cost ~6 instructions a
+// row; the get4 decode (nibble, int-to-float, scale FMA, dot FMA) cost ~7 and the kernel
+// was as slow with its weights in L2 as from DRAM. dot_run's split decode (Split<> in
+// quant.cuh: one FMA a weight, the scale once a run of 16) is what T = 1 uses for Q4_K,
+// Q6_K and Q8_0.
 #include "quant.cuh"
 
 #define MV_WARPS 4
@@ -67,6 +67,41 @@ __device__ __forceinline__ void norm_prologue(const float* a, const float* b, co
   __syncthreads();
 }
 
+// acc[r] += row r's run `run` of a chunk . x[0 .. RL): through Split where the format has one.
+template <class FMT, int R>
+__device__ __forceinline__ void dot_run(const State* st, int run, const float* x, float* acc) {
+  if constexpr (Split<FMT>::ok) {
+    float sq[R], sx = 0.0f;
+#pragma unroll
+    for (int r = 0; r < R; r++) sq[r] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < FMT::RL; i += 4) {
+      const float4 xv = *reinterpret_cast<const float4*>(x + i);
+      if (Split<FMT>::has_n) sx += (xv.x + xv.y) + (xv.z + xv.w);
+#pragma unroll
+      for (int r = 0; r < R; r++) {
+        const float4 q = Split<FMT>::q4(st[r], run, i);
+        sq[r] = fmaf(q.x, xv.x, fmaf(q.y, xv.y, fmaf(q.z, xv.z, fmaf(q.w, xv.w, sq[r]))));
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+      acc[r] = fmaf(Split<FMT>::d(st[r], run), sq[r], acc[r]);
+      if (Split<FMT>::has_n) acc[r] = fmaf(Split<FMT>::n(st[r], run), sx, acc[r]);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < FMT::RL; i += 4) {
+      const float4 xv = *reinterpret_cast<const float4*>(x + i);
+#pragma unroll
+      for (int r = 0; r < R; r++) {
+        const float4 w = FMT::get4(st[r], run, i);
+        acc[r] += w.x * xv.x + w.y * xv.y + w.z * xv.z + w.w * xv.w;
+      }
+    }
+  }
+}
+
 template <class FMT, int T>
 __device__ __forceinline__ void dot_rows(const u8* const* q, const u8* const* s, int nchunks,
                                          const float* const* xr, float (*acc)[T]) {
@@ -77,16 +112,26 @@ __device__ __forceinline__ void dot_rows(const u8* const* q, const u8* const* s,
     int col[2];
     FMT::load(q[0], s[0], ib, c, st[0], col);
     FMT::load(q[1], s[1], ib, c, st[1], col);
+    if constexpr (T == 1) {
 #pragma unroll
-    for (int run = 0; run < FMT::NR; run++) {
+      for (int run = 0; run < FMT::NR; run++) {
+        float a[2] = {acc[0][0], acc[1][0]};
+        dot_run<FMT, 2>(st, run, xr[0] + col[run], a);
+        acc[0][0] = a[0];
+        acc[1][0] = a[1];
+      }
+    } else {
 #pragma unroll
-      for (int i = 0; i < FMT::RL; i += 4) {
-        const float4 w0 = FMT::get4(st[0], run, i), w1 = FMT::get4(st[1], run, i);
+      for (int run = 0; run < FMT::NR; run++) {
 #pragma unroll
-        for (int t = 0; t < T; t++) {
-          const float4 xv = *reinterpret_cast<const float4*>(xr[t] + col[run] + i);
-          acc[0][t] += w0.x * xv.x + w0.y * xv.y + w0.z * xv.z + w0.w * xv.w;
-          acc[1][t] += w1.x * xv.x + w1.y * xv.y + w1.z * xv.z + w1.w * xv.w;
+        for (int i = 0; i < FMT::RL; i += 4) {
+          const float4 w0 = FMT::get4(st[0], run, i), w1 = FMT::get4(st[1], run, i);
+#pragma unroll
+          for (int t = 0; t < T; t++) {
+            const float4 xv = *reinterpret_cast<const float4*>(xr[t] + col[run] + i);
+            acc[0][t] += w0.x * xv.x + w0.y * xv.y + w0.z * xv.z + w0.w * xv.w;
+            acc[1][t] += w1.x * xv.x + w1.y * xv.y + w1.z * xv.z + w1.w * xv.w;
+          }
         }
       }
     }
@@ -152,132 +197,6 @@ __device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int
     }
   }
 }
-
-// ---- T = 1 ------------------------------------------------------------------------------
-// One token is latency-bound, not arithmetic-bound: a warp takes R weight rows and each lane
-// issues the loads of U chunks of every row (R * U 16-byte loads, plus the block headers)
-// before it uses any of them; the first batch goes out before the fused norm prologue, so
-// the prologue's reductions overlap the weight fetch. linear.py launches this only where a
-// block's 4 * R rows share one format (segments aligned to them), so every thread of a block
-// takes the same DISPATCH_QTYPE branch and the prologue's __syncthreads is uniform.
-// Mode 1 takes R / 2 outputs: gate rows j.. and up rows n_out + j...
-// Formats with separate high bits (Q5_*, Q6_K) fetch two 16-byte loads a chunk: half the chunks ahead.
-template <class FMT> struct Ahead { static constexpr int div = 1; };
-template <> struct Ahead<Fmt<Q5_0>> { static constexpr int div = 2; };
-template <> struct Ahead<Fmt<Q5_1>> { static constexpr int div = 2; };
-template <> struct Ahead<Fmt<Q5_K>> { static constexpr int div = 2; };
-template <> struct Ahead<Fmt<Q6_K>> { static constexpr int div = 2; };
-
-template <class FMT, int R, int U>
-__device__ __forceinline__ void load_chunks(const u8* const* q, const u8* const* s, bool active, int nchunks,
-                                            int base, State (&st)[U][R], int (&col)[U][FMT::NR]) {
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int u = 0; u < U; u++) {
-    const int idx = base + 32 * u + lane;
-    if (active && idx < nchunks) {
-#pragma unroll
-      for (int r = 0; r < R; r++) FMT::load(q[r], s[r], idx / FMT::C, idx % FMT::C, st[u][r], col[u]);
-    }
-  }
-}
-
-template <class FMT, int R, int U0, int U = (U0 > 1 ? U0 / Ahead<FMT>::div : 1)>
-__device__ __forceinline__ void matvec1_rows(const u8* const* q, const u8* const* s, bool active, int K,
-                                             const float* x, const float* norm_a, const float* norm_b,
-                                             const float* norm_w, float eps, float* norm_sum, float* xs,
-                                             float* red, float* acc) {
-  const int lane = threadIdx.x & 31, nchunks = K / FMT::QK * FMT::C;
-  State st[U][R];
-  int col[U][FMT::NR];
-  load_chunks<FMT, R, U>(q, s, active, nchunks, 0, st, col);
-  if (norm_w != nullptr) {
-    norm_prologue(norm_a, norm_b, norm_w, eps, K, blockIdx.x == 0 ? norm_sum : nullptr, xs, red);
-    x = xs;
-  }
-  if (!active) return;
-  for (int base = 0;;) {
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-      if (base + 32 * u + lane < nchunks) {
-#pragma unroll
-        for (int run = 0; run < FMT::NR; run++) {
-#pragma unroll
-          for (int i = 0; i < FMT::RL; i += 4) {
-            const float4 xv = *reinterpret_cast<const float4*>(x + col[u][run] + i);
-#pragma unroll
-            for (int r = 0; r < R; r++) {
-              const float4 w = FMT::get4(st[u][r], run, i);
-              acc[r] += w.x * xv.x + w.y * xv.y + w.z * xv.z + w.w * xv.w;
-            }
-          }
-        }
-      }
-    }
-    base += 32 * U;
-    if (base >= nchunks) break;
-    load_chunks<FMT, R, U>(q, s, active, nchunks, base, st, col);
-  }
-}
-
-template <int R, int U>
-__device__ __forceinline__ void matvec1(const Segment* segs, int nseg, int K, int n_out, int mode,
-                                        const float* x, const float* norm_a, const float* norm_b,
-                                        const float* norm_w, float eps, float* norm_sum, const float* bias,
-                                        float* y) {
-  DYNAMIC_SMEM(float, xs);
-  __shared__ float red[32];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int per_warp = mode == 0 ? R : R / 2;
-  const int out0 = (blockIdx.x * MV_WARPS + warp) * per_warp;
-  const bool active = out0 < n_out;
-  int rows[R];
-#pragma unroll
-  for (int r = 0; r < R; r++) {
-    const int o = min(out0 + (mode == 0 ? r : r % (R / 2)), n_out - 1);   // past the end: a repeat
-    rows[r] = mode == 0 || r < R / 2 ? o : o + n_out;
-  }
-  const u8* q[R];
-  const u8* s[R];
-#pragma unroll
-  for (int r = 0; r < R; r++) {
-    const Segment& g = find_segment(segs, nseg, rows[r]);
-    q[r] = reinterpret_cast<const u8*>(g.q) + (rows[r] - g.row0) * g.q_row_bytes;
-    s[r] = reinterpret_cast<const u8*>(g.s) + (rows[r] - g.row0) * g.s_row_bytes;
-  }
-  const int qt = (int)find_segment(segs, nseg, min((int)blockIdx.x * MV_WARPS * per_warp, n_out - 1)).qtype;
-  float acc[R];
-#pragma unroll
-  for (int r = 0; r < R; r++) acc[r] = 0.0f;
-  DISPATCH_QTYPE(qt, (matvec1_rows<FMT, R, U>(q, s, active, K, x, norm_a, norm_b, norm_w, eps, norm_sum,
-                                              xs, red, acc)));
-  if (!active) return;
-#pragma unroll
-  for (int r = 0; r < R; r++) acc[r] = warp_sum(acc[r]);
-  if (lane != 0) return;
-  if (mode == 0) {
-#pragma unroll
-    for (int r = 0; r < R; r++)
-      if (out0 + r < n_out) y[out0 + r] = bias != nullptr ? acc[r] + bias[out0 + r] : acc[r];
-  } else {
-#pragma unroll
-    for (int r = 0; r < R / 2; r++)
-      if (out0 + r < n_out) {
-        const float g = acc[r];
-        y[out0 + r] = g / (1.0f + expf(-g)) * acc[r + R / 2];
-      }
-  }
-}
-
-#define MATVEC1_KERNEL(R, U)                                                                    \
-  extern "C" __global__ void __launch_bounds__(MV_WARPS * 32) matvec1_r##R##_u##U(              \
-      const Segment* segs, int nseg, int K, int n_out, int mode, const float* x,                 \
-      const float* norm_a, const float* norm_b, const float* norm_w, float eps, float* norm_sum, \
-      const float* bias, float* y) {                                                             \
-    matvec1<R, U>(segs, nseg, K, n_out, mode, x, norm_a, norm_b, norm_w, eps, norm_sum, bias, y); \
-  }
-MATVEC1_KERNEL(2, 2)
-MATVEC1_KERNEL(2, 4)
 
 #define MATVEC_KERNEL(T)                                                                        \
   extern "C" __global__ void __launch_bounds__(MV_WARPS * 32) matvec_t##T(                      \

@@ -252,6 +252,49 @@ template <> struct Fmt<Q6_K> {
   }
 };
 
+// Split decode for the matvec dot: w = d * q + n per run with q a small integer held exactly
+// in a float, so a run of 16 weights costs one FMA each (sum q x) and the scale (and min)
+// are applied once a run. q comes from a byte through one byte_perm into the mantissa of
+// 2^23 and one FADD that also removes the format's offset (Q6_K 32, Q8_0 128), so the
+// symmetric formats have no n term. Split<FMT>::ok is false for formats decoded by get4.
+__device__ __forceinline__ float4 bytes_to_f4(u32 w, float bias) {
+  return make_float4(__uint_as_float(__byte_perm(w, 0x4B000000u, 0x7540)) - bias,
+                     __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7541)) - bias,
+                     __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7542)) - bias,
+                     __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7543)) - bias);
+}
+
+template <class FMT> struct Split { static constexpr bool ok = false, has_n = false; };
+
+template <> struct Split<Fmt<Q4_K>> {
+  static constexpr bool ok = true, has_n = true;
+  __device__ static float4 q4(const State& st, int run, int i) {
+    return bytes_to_f4((word_of(st.v, i / 4) >> (4 * run)) & 0x0F0F0F0Fu, 8388608.0f);
+  }
+  __device__ static float d(const State& st, int run) { return run == 0 ? st.d0 : st.d1; }
+  __device__ static float n(const State& st, int run) { return run == 0 ? st.n0 : st.n1; }
+};
+
+template <> struct Split<Fmt<Q6_K>> {
+  static constexpr bool ok = true, has_n = false;
+  __device__ static float4 q4(const State& st, int run, int i) {
+    const u32 lo = (word_of(st.v, i / 4) >> (4 * run)) & 0x0F0F0F0Fu;
+    const u32 hi = ((word_of(st.h, i / 4) >> (4 * run)) & 0x03030303u) << 4;
+    return bytes_to_f4(lo | hi, 8388608.0f + 32.0f);
+  }
+  __device__ static float d(const State& st, int run) { return run == 0 ? st.d0 : st.d1; }
+  __device__ static float n(const State&, int) { return 0.0f; }
+};
+
+template <> struct Split<Fmt<Q8_0>> {
+  static constexpr bool ok = true, has_n = false;
+  __device__ static float4 q4(const State& st, int, int i) {
+    return bytes_to_f4(word_of(st.v, i / 4) ^ 0x80808080u, 8388608.0f + 128.0f);
+  }
+  __device__ static float d(const State& st, int) { return st.d0; }
+  __device__ static float n(const State&, int) { return 0.0f; }
+};
+
 // Runs BODY with FMT = Fmt<qt> for a run-time qtype (uniform across the warp).
 #define DISPATCH_QTYPE(qt, BODY)                  \
   switch (qt) {                                   \
