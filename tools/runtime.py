@@ -20,18 +20,21 @@ def register(registry: Registry) -> None:
     def runtime_status(ctx: ToolContext) -> dict:
         """Report the running stack: the chat model with its weights revision, backend and
         context length, and the local worker with its loaded models and data directory."""
+        # Only what answers "what serves me": a small model given URLs and every card field
+        # to read tends to report those instead of the model. Addresses appear on failure.
         out: dict = {}
         try:
-            out["runtime"] = {"url": ctx.runtime_url, "healthy": True, **_card(ctx)}
+            card = _card(ctx)
+            out["runtime"] = {"healthy": True, "model": card.pop("id"), **card}
         except ToolError as e:
-            out["runtime"] = {"url": ctx.runtime_url, "healthy": False, "error": str(e)}
+            out["runtime"] = {"healthy": False, "url": ctx.runtime_url, "error": str(e)}
         try:
             status = ctx.worker("GET", "/v1/status")
-            out["worker"] = {"url": ctx.worker_url, "healthy": True,
+            out["worker"] = {"healthy": True,
                              "loaded_models": [m["name"] for m in status.get("models", []) if m.get("loaded")],
                              "data_dir": status.get("data_dir", {}).get("path")}
         except ToolError as e:
-            out["worker"] = {"url": ctx.worker_url, "healthy": False, "error": str(e)}
+            out["worker"] = {"healthy": False, "url": ctx.worker_url, "error": str(e)}
         if not out["runtime"]["healthy"] and not out["worker"]["healthy"]:
             raise ToolError(f"neither the runtime nor the worker answers: {out['runtime']['error']}",
                             retryable=True)

@@ -128,7 +128,7 @@ def test_runtime_tools_report_what_serves(call, stack):
     assert status["runtime"]["architecture"] == "qwen2" and status["runtime"]["context_length"] > 0
     assert status["worker"]["healthy"] and status["worker"]["data_dir"] == str(stack.settings.home.resolve())
     models = call("runtime_models")
-    assert models["chat"][0]["id"] == status["runtime"]["id"]
+    assert models["chat"][0]["id"] == status["runtime"]["model"] and "url" not in status["runtime"]
     assert any(m["id"] == "all-minilm-l6-v2" and m["installed"] for m in models["worker"])
 
 
