@@ -64,12 +64,12 @@ def facts(value, path: str = "") -> list[str]:
     rows as `column=value` pairs, empty values left out): small models copy JSON they are
     shown, so answer mode shows none."""
     if isinstance(value, dict) and isinstance(value.get("columns"), list) and isinstance(value.get("rows"), list):
+        rest = facts({k: v for k, v in value.items() if k not in ("columns", "rows")}, path)
         if not value["columns"]:                 # a statement that returns no table (INSERT ...)
-            return facts({k: v for k, v in value.items() if k not in ("columns", "rows")}, path)
+            return rest
         rows = [f"{path} row {i}: ".lstrip() + ", ".join(f"{c}={v}" for c, v in zip(value["columns"], row))
                 for i, row in enumerate(value["rows"][:20], 1) if isinstance(row, list)]
-        rest = {k: v for k, v in value.items() if k not in ("columns", "rows")}
-        return (rows or [f"{path} rows: none".lstrip()]) + facts(rest, path)
+        return (rows or [f"{path} rows: none".lstrip()]) + rest
     if isinstance(value, dict):
         return [line for k, v in value.items() for line in facts(v, f"{path} {k}".strip())]
     if value is None or value == []:
