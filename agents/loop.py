@@ -19,8 +19,11 @@ again. The model's mistakes become observations, up to `max_errors`:
 
 A plain-text reply is the answer, unless `verify` is on and the runtime's awareness summary
 says it was generated with low confidence: then the model is asked once to check it
-against the results (and may call a tool) before the answer stands. Bugs in our code and
-an unreachable runtime raise.
+against the results (and may call a tool) before the answer stands. An answer written
+beside the call messages that leaves out a short value whose field the request names
+(asked for the context length, with context_length=32768 in a result) is asked for once
+more in answer mode, which lists those values. Bugs in our code and an unreachable runtime
+raise.
 """
 from __future__ import annotations
 
@@ -45,9 +48,11 @@ class Tools(Protocol):
 
 
 def attempted_tool(text: str, tools: list[dict]) -> str | None:
-    """The offered tool that a malformed call in `text` names, if any."""
+    """The offered tool that a malformed call in `text` names, if any; a name written as a
+    call ('sql_exec()') or with a namespace ('functions.sql_exec') counts."""
     offered = {t["function"]["name"] for t in tools or []}
-    return next((name for name in _CALL_NAME.findall(text or "") if name in offered), None)
+    names = (name.strip().removesuffix("()").rsplit(".", 1)[-1] for name in _CALL_NAME.findall(text or ""))
+    return next((name for name in names if name in offered), None)
 
 
 def looks_like_call(text: str) -> bool:
@@ -125,6 +130,10 @@ class Agent:
                     if mode == "chat":
                         interaction += [{"role": "assistant", "content": reply.content},
                                         {"role": "user", "content": step.observation}]
+            elif step.kind == "incomplete":
+                mode = "answer"
+                step.observation = "answer mode: the answer left out " + ", ".join(
+                    name for name, _ in prompts.missing(reply.content, prompts.requested(user, turn.calls)))
             elif step.kind == "verify":
                 turn.verified = True
                 step.observation = prompts.VERIFY
@@ -138,7 +147,8 @@ class Agent:
                 turn.stop = "max_errors"
                 break
         turn.latency_s = time.monotonic() - start
-        self.conversation.add(user, turn.answer)
+        self.conversation.add(user, turn.answer, "; ".join(
+            f"{c.name}: " + ", ".join(prompts.facts(c.result.get("data"))) for c in turn.calls if c.ok))
         return turn
 
     def _classify(self, reply: Reply, fresh: list[Call], answer_mode: bool, tools: list[dict],
@@ -157,6 +167,8 @@ class Agent:
             return "malformed", named
         if self.config.verify and not turn.verified and low_confidence(reply.awareness, self.config):
             return "verify", None
+        if not answer_mode and prompts.missing(reply.content, prompts.requested(turn.user, turn.calls)):
+            return "incomplete", None
         return "answer", None
 
     def _flat_messages(self, base: list[dict], turn: Turn, mode: str, note: str) -> list[dict]:
@@ -169,7 +181,8 @@ class Agent:
             # Without the earlier turns: the request and this turn's results are all an answer
             # needs, and given earlier answers a small model restates one of them.
             system = prompts.ANSWER_SYSTEM
-        closing = prompts.PROGRESS_NOW if mode == "progress" else prompts.ANSWER_NOW
+        closing = prompts.PROGRESS_NOW if mode == "progress" else \
+            " ".join(filter(None, [prompts.needs(prompts.requested(turn.user, turn.calls)), prompts.ANSWER_NOW]))
         content = prompts.flat_request(base[-1]["content"], turn.calls, note, closing, self.config.observation_chars)
         return [{"role": "system", "content": system}, {"role": "user", "content": content}]
 

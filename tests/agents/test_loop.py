@@ -209,3 +209,68 @@ def test_answer_mode_leaves_the_earlier_turns_out(agent_for, registry, counter):
     assert "Earlier in this conversation" in fake.requests[1]["messages"][0]["content"]     # chat mode keeps them
     assert "Earlier in this conversation" in fake.requests[3]["messages"][0]["content"]     # progress mode too
     assert fake.requests[4]["messages"][0]["content"] == prompts.ANSWER_SYSTEM              # the answer: results only
+
+
+def test_call_written_with_parentheses_is_asked_again_by_name(agent_for, registry, counter):
+    bad = '{"name": "add()", "arguments": {"a": 2, "b": 3}}'
+    agent, fake = agent_for([malformed(bad, "'add()' is not one of the request's tools"), call("add", a=2, b=3), text("5")])
+    turn = agent.run("add 2 and 3", registry.openai_tools())
+    assert [s.kind for s in turn.steps] == ["malformed", "calls", "answer"]
+    assert fake.requests[1]["tool_choice"] == {"type": "function", "function": {"name": "add"}}
+
+
+STATUS = {"runtime": {"healthy": True, "model": "m-7b", "revision": "r1", "backend": "cpu", "context_length": 4096},
+          "worker": {"healthy": True, "data_dir": "/tmp/home"}}
+
+
+def status_agent(script):
+    from agents.config import AgentConfig
+    from agents.loop import Agent
+    from agents.model import ChatModel
+    from tests.agents.fake_model import ScriptedModel
+    from tools.registry import Registry
+    r = Registry()
+
+    @r.tool(toolset="runtime")
+    def status() -> dict:
+        """Report the runtime's status."""
+        return STATUS
+    fake = ScriptedModel(script).__enter__()
+    return Agent(ChatModel(fake.url), r, AgentConfig()), fake, r.openai_tools()
+
+
+ASK = "Which model is serving you, on which backend, and what is its context length?"
+
+
+def test_an_answer_leaving_out_a_requested_value_is_asked_for_once_in_answer_mode():
+    agent, fake, tools = status_agent([call("status"), text("It is m-7b with a 4096-token context."),
+                                       text("Still m-7b, 4096 tokens.")])
+    try:
+        turn = agent.run(ASK, tools)
+    finally:
+        fake.__exit__(None, None, None)
+    assert [s.kind for s in turn.steps] == ["calls", "incomplete", "answer"] and turn.answer == "Still m-7b, 4096 tokens."
+    assert turn.steps[1].observation == "answer mode: the answer left out backend"
+    reask = fake.requests[2]
+    assert "tools" not in reask or not reask["tools"]                          # answer mode: no tools
+    content = reask["messages"][-1]["content"]
+    # The fields the request names, with their values; not the ones it does not ask about.
+    assert prompts.NEEDS.format(fields="model (m-7b), backend (cpu), context_length (4096)") in content
+    assert "must give each of: model (m-7b), backend (cpu), context_length (4096)." in content
+
+
+def test_a_complete_answer_ends_the_turn_and_given_values_are_not_required():
+    agent, fake, tools = status_agent([call("status"), text("m-7b on CPU, context 4096.")])
+    try:
+        turn = agent.run(ASK, tools)
+    finally:
+        fake.__exit__(None, None, None)
+    assert [s.kind for s in turn.steps] == ["calls", "answer"]
+    from agents.steps import ToolCallRecord
+    done = [ToolCallRecord("1", "status", {}, {"ok": True, "data": STATUS}, 0.0)]
+    # A value the request itself holds is not news to the user; a field it does not name is not asked for.
+    assert prompts.requested("Is m-7b serving on the cpu backend?", done) == []
+    assert prompts.requested("What is the data dir?", done) == [("data_dir", "/tmp/home")]
+    table = {"ok": True, "data": {"columns": ["model", "backend"], "rows": [["m-7b", "cpu"]], "row_count": 1}}
+    assert prompts.requested("What does the table hold for model and backend?",
+                             [ToolCallRecord("2", "sql_query", {}, table, 0.0)]) == [("model", "m-7b"), ("backend", "cpu")]

@@ -12,17 +12,18 @@ from agents.suite import SUITES_DIR, load, parse
 from tests.agents.fake_model import text
 
 
-def test_earlier_turns_are_carried_as_request_and_answer_only(agent_for, registry):
+def test_earlier_turns_are_carried_as_request_results_and_answer_text(agent_for, registry):
     from tests.agents.fake_model import call
-    agent, fake = agent_for([call("add", a=40, b=2), text("The sum is 42."), text("You asked about 40 + 2.")])
+    agent, fake = agent_for([call("add", a=40, b=2), text("I added them."), text("You asked about 40 + 2.")])
     agent.run("What is 40 + 2?", registry.openai_tools())
     agent.run("What did I ask before?", registry.openai_tools())
     first, second = fake.requests[0]["messages"], fake.requests[2]["messages"]
     assert [m["role"] for m in second] == ["system", "user"]          # not as messages to imitate
     assert second[0]["content"].startswith(first[0]["content"])
     carried = second[0]["content"][len(first[0]["content"]):]
-    assert "The user asked: What is 40 + 2?" in carried and "You answered: The sum is 42." in carried
-    assert "add" not in carried                                       # calls and results are dropped
+    assert "The user asked: What is 40 + 2?" in carried and "You answered: I added them." in carried
+    # The value the answer left out still reaches the next turn, as text, not as a call to copy.
+    assert "Tools returned: add: 42" in carried and "a=40" not in carried
 
 
 def test_five_long_turns_stay_within_the_budget(agent_for, registry):
