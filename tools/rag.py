@@ -51,7 +51,8 @@ def register(registry: Registry) -> None:
                 raise
             # Nothing stored there yet: for an agent that is an empty search, not a failure
             # (told "unknown collection", a small model retries the search instead of storing).
-            return {"hits": [], "note": f"nothing is stored in the collection {collection!r} yet"}
+            return {"hits": [], "note": f"nothing is stored in the collection {collection!r} yet; "
+                                        "store text there with rag_ingest"}
         return {"hits": [{"source": h["source"], "page": h.get("page"), "text": h["text"][:SNIPPET_CHARS],
                           "score": round(h["score"], 4)} for h in result["results"]]}
 

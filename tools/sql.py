@@ -2,12 +2,14 @@
 /v1/sql/exec and /v1/sql/query). Values travel as bound parameters, never pasted into SQL."""
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from tools.context import ToolContext
+from tools.context import ToolContext, ToolError
 from tools.registry import Registry
 
 MAX_ROWS = 50          # rows shown to the model; the rest is counted, not pasted into its context
+_SELECT = re.compile(r"^(\s|--[^\n]*\n|/\*.*?\*/)*select\b", re.IGNORECASE | re.DOTALL)
 
 
 def rows_result(result: dict, max_rows: int = MAX_ROWS) -> dict:
@@ -22,14 +24,19 @@ def rows_result(result: dict, max_rows: int = MAX_ROWS) -> dict:
 def register(registry: Registry) -> None:
     @registry.tool(toolset="sql")
     def sql_exec(ctx: ToolContext, db: str, sql: str, params: dict[str, Any] | None = None) -> dict:
-        """Run one SQL statement that may write (CREATE TABLE, INSERT, UPDATE, DELETE) in a
+        """Run one SQL statement that changes data (CREATE TABLE, INSERT, UPDATE, DELETE) in a
         local SQLite database; the database is created on first use and the statement commits.
+        Read rows with sql_query.
 
         Args:
             db: database name (letters, digits, '_' or '-')
             sql: one SQL statement; write :name where a value goes
             params: values for the :name placeholders
         """
+        if _SELECT.match(sql):
+            # As the MCP reference SQLite server's write_query does: with the read sent to the
+            # tool for reading, a caller's log says which calls could have changed data.
+            raise ToolError("sql_exec is for statements that change data; run a SELECT with sql_query")
         result = ctx.worker("POST", "/v1/sql/exec", json={"db": db, "sql": sql, "params": params})
         out = rows_result(result)
         out["rowcount"] = result.get("rowcount")

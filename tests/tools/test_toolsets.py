@@ -52,6 +52,11 @@ def test_sql_tools_write_a_real_sqlite_file(call, stack):
     assert refused["ok"] is False and refused["retryable"] is False and "readonly" in refused["error"].replace("-", "")
     missing = call.raw("sql_query", db="facts", sql="SELECT * FROM nope")
     assert missing["ok"] is False and "no such table: nope" in missing["error"]
+    for read in ("SELECT * FROM facts", "  -- read back\n /* all */ select key FROM facts"):
+        wrong_tool = call.raw("sql_exec", db="facts", sql=read)      # a read goes to the tool for reading
+        assert wrong_tool["ok"] is False and wrong_tool["retryable"] is False and "sql_query" in wrong_tool["error"]
+    call("sql_exec", db="facts", sql="INSERT INTO facts SELECT 'city', 'Lyon'")     # a write that selects is a write
+    assert call("sql_query", db="facts", sql="SELECT count(*) AS n FROM facts")["rows"] == [[2]]
 
 
 def test_rag_tools_find_the_right_page_of_a_pdf(call, docs_dir):
@@ -69,6 +74,7 @@ def test_rag_tools_find_the_right_page_of_a_pdf(call, docs_dir):
 
     empty = call("rag_search", query="bees", collection="tools-test-never-stored")
     assert empty["hits"] == [] and "nothing is stored" in empty["note"]    # not an error an agent retries
+    assert "rag_ingest" in empty["note"]                                   # ...but a pointer to the step it skipped
     added = call("rag_ingest", paths=[str(path)], collection="tools-test")
     assert added["documents"][0]["status"] == "added" and added["documents"][0]["pages"] == 3
     assert call("rag_ingest", paths=[str(path)], collection="tools-test")["documents"][0]["status"] == "unchanged"
