@@ -5,13 +5,39 @@
 // prefill and large batches hand to cuBLAS (all rows, f16 or f32 out).
 // Reference: gguf.quants.dequantize. Compile: nvcc -arch=sm_90 -cubin -I. dequant.cu.
 // Grid: one block per output row; threads take consecutive 16-byte chunks (quant.cuh).
+// Stores are 16 bytes a lane (8 halves or 4 floats): the cuBLAS path spends most of its time
+// here, and 4-byte half2 stores (16 a lane per Q4_K chunk, each touching its own 32-byte
+// sector) made the kernel store-bound.
 #include "quant.cuh"
 
-__device__ __forceinline__ void store4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
-__device__ __forceinline__ void store4(__half* p, float4 v) {
-  __half2* h = reinterpret_cast<__half2*>(p);
-  h[0] = __floats2half2_rn(v.x, v.y);
-  h[1] = __floats2half2_rn(v.z, v.w);
+// Weights i..i+RL of a run to dst: float4 stores (f32), or 8 halves a 16-byte store (f16).
+template <class FMT>
+__device__ __forceinline__ void store_run(const State& st, int run, float* dst) {
+#pragma unroll
+  for (int i = 0; i < FMT::RL; i += 4) *reinterpret_cast<float4*>(dst + i) = FMT::get4(st, run, i);
+}
+
+__device__ __forceinline__ u32 pack_half2(float a, float b) {
+  const __half2 h = __floats2half2_rn(a, b);
+  return *reinterpret_cast<const u32*>(&h);
+}
+
+template <class FMT>
+__device__ __forceinline__ void store_run(const State& st, int run, __half* dst) {
+  if constexpr (FMT::RL % 8 == 0) {
+#pragma unroll
+    for (int i = 0; i < FMT::RL; i += 8) {
+      const float4 a = FMT::get4(st, run, i), b = FMT::get4(st, run, i + 4);
+      *reinterpret_cast<uint4*>(dst + i) = make_uint4(pack_half2(a.x, a.y), pack_half2(a.z, a.w),
+                                                      pack_half2(b.x, b.y), pack_half2(b.z, b.w));
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < FMT::RL; i += 4) {
+      const float4 a = FMT::get4(st, run, i);
+      *reinterpret_cast<uint2*>(dst + i) = make_uint2(pack_half2(a.x, a.y), pack_half2(a.z, a.w));
+    }
+  }
 }
 
 template <class FMT, class OUT>
@@ -22,9 +48,7 @@ __device__ __forceinline__ void dequant_row(const u8* q, const u8* s, int K, OUT
     int col[2];
     FMT::load(q, s, idx / FMT::C, idx % FMT::C, st, col);
 #pragma unroll
-    for (int run = 0; run < FMT::NR; run++)
-#pragma unroll
-      for (int i = 0; i < FMT::RL; i += 4) store4(dst + col[run] + i, FMT::get4(st, run, i));
+    for (int run = 0; run < FMT::NR; run++) store_run<FMT>(st, run, dst + col[run]);
   }
 }
 
