@@ -7,7 +7,9 @@
 // Grid: one block per output row; threads take consecutive 16-byte chunks (quant.cuh).
 // Stores are 16 bytes a lane (8 halves or 4 floats): the cuBLAS path spends most of its time
 // here, and 4-byte half2 stores (16 a lane per Q4_K chunk, each touching its own 32-byte
-// sector) made the kernel store-bound.
+// sector) made the kernel store-bound. For f16 out of the formats whose even chunk and the
+// next one hold adjacent runs of 16 (Q4_K, Q5_K, Q6_K, Q8_0), the two lanes swap 8 halves
+// so that each store instruction writes a lane pair's whole 32-byte sector, not half of two.
 #include "quant.cuh"
 
 // Weights i..i+RL of a run to dst: float4 stores (f32), or 8 halves a 16-byte store (f16).
@@ -40,15 +42,53 @@ __device__ __forceinline__ void store_run(const State& st, int run, __half* dst)
   }
 }
 
+// Chunk 2j + 1 decodes to the columns right after chunk 2j's, run by run (C even, RL 16).
+template <class FMT> struct Paired { static constexpr bool ok = false; };
+template <> struct Paired<Fmt<Q4_K>> { static constexpr bool ok = true; };
+template <> struct Paired<Fmt<Q5_K>> { static constexpr bool ok = true; };
+template <> struct Paired<Fmt<Q6_K>> { static constexpr bool ok = true; };
+template <> struct Paired<Fmt<Q8_0>> { static constexpr bool ok = true; };
+
+template <class FMT>
+__device__ __forceinline__ uint4 pack8(const State& st, int run, int i) {
+  const float4 a = FMT::get4(st, run, i), b = FMT::get4(st, run, i + 4);
+  return make_uint4(pack_half2(a.x, a.y), pack_half2(a.z, a.w), pack_half2(b.x, b.y), pack_half2(b.z, b.w));
+}
+
 template <class FMT, class OUT>
 __device__ __forceinline__ void dequant_row(const u8* q, const u8* s, int K, OUT* dst) {
   const int nchunks = K / FMT::QK * FMT::C;
-  for (int idx = threadIdx.x; idx < nchunks; idx += blockDim.x) {
-    State st;
-    int col[2];
-    FMT::load(q, s, idx / FMT::C, idx % FMT::C, st, col);
+  if constexpr (Paired<FMT>::ok && sizeof(OUT) == 2) {
+    // Lane pair (even e, odd o) holds columns [0, 16) and [16, 32) of each run: e keeps
+    // [0, 8) and sends [8, 16), o sends [16, 24) and keeps [24, 32); store 1 writes [0, 16),
+    // store 2 [16, 32). The trip count is warp-uniform (the shuffles need every lane).
+    const int lane = threadIdx.x & 31;
+    const bool odd = lane & 1;
+    for (int idx = threadIdx.x; idx - lane < nchunks; idx += blockDim.x) {
+      const bool on = idx < nchunks;
+      State st{};
+      int col[2] = {0, 0};
+      if (on) FMT::load(q, s, idx / FMT::C, idx % FMT::C, st, col);
 #pragma unroll
-    for (int run = 0; run < FMT::NR; run++) store_run<FMT>(st, run, dst + col[run]);
+      for (int run = 0; run < FMT::NR; run++) {
+        const uint4 h0 = pack8<FMT>(st, run, 0), h1 = pack8<FMT>(st, run, 8);
+        const uint4 send = odd ? h0 : h1;
+        const uint4 got = make_uint4(__shfl_xor_sync(FULL_MASK, send.x, 1), __shfl_xor_sync(FULL_MASK, send.y, 1),
+                                     __shfl_xor_sync(FULL_MASK, send.z, 1), __shfl_xor_sync(FULL_MASK, send.w, 1));
+        if (!on) continue;
+        OUT* p = dst + col[run];
+        *reinterpret_cast<uint4*>(odd ? p - 8 : p) = odd ? got : h0;
+        *reinterpret_cast<uint4*>(odd ? p + 8 : p + 16) = odd ? h1 : got;
+      }
+    }
+  } else {
+    for (int idx = threadIdx.x; idx < nchunks; idx += blockDim.x) {
+      State st;
+      int col[2];
+      FMT::load(q, s, idx / FMT::C, idx % FMT::C, st, col);
+#pragma unroll
+      for (int run = 0; run < FMT::NR; run++) store_run<FMT>(st, run, dst + col[run]);
+    }
   }
 }
 
