@@ -24,7 +24,9 @@ extern "C" __global__ void __launch_bounds__(AD_THREADS) attention_decode(
   constexpr int D = HEAD_DIM;
   constexpr int DPT = D >= AD_THREADS ? D / AD_THREADS : 1;   // dims a thread owns in P.V
   constexpr int NPART = D >= AD_THREADS ? 1 : AD_THREADS / D; // position groups when D < 128
-  __shared__ float qs[MAX_GROUP][D];
+  constexpr int KB = D / 8 < 8 ? D / 8 : 8;                   // K loads in flight a thread
+  constexpr int VB = 16;                                      // V loads in flight a thread
+  __shared__ __align__(16) float qs[MAX_GROUP][D];
   __shared__ float tmp[4][D];
   __shared__ float sc[MAX_GROUP][AD_THREADS];
   __shared__ float m_run[MAX_GROUP], l_run[MAX_GROUP], corr[MAX_GROUP];
@@ -74,15 +76,23 @@ extern "C" __global__ void __launch_bounds__(AD_THREADS) attention_decode(
       const i64 slot = (i64)table[p / block_size] * block_size + p % block_size;
       slot_s[tid] = slot;
       const KV_T* kp = k_cache + (slot * Hkv + g) * D;
-      for (int e = 0; e < D; e += 8) {
-        float kv8[8];
-        load8(kp + e, kv8);
+      // The row's loads are issued KB at a time before any is used: a loop of one 16-byte
+      // load and its FMAs (as compiled before) was D / 8 dependent cache round trips a tile.
 #pragma unroll
-        for (int j = 0; j < MAX_GROUP; j++) {
-          if (j >= G) break;
+      for (int e0 = 0; e0 < D; e0 += 8 * KB) {
+        float kv[KB][8];
 #pragma unroll
-          for (int i = 0; i < 8; i++) sj[j] += qs[j][e + i] * kv8[i];
-        }
+        for (int u = 0; u < KB; u++) load8(kp + e0 + 8 * u, kv[u]);
+#pragma unroll
+        for (int u = 0; u < KB; u++)
+#pragma unroll
+          for (int j = 0; j < MAX_GROUP; j++) {
+            if (j >= G) break;
+            const float4 qa = *reinterpret_cast<const float4*>(&qs[j][e0 + 8 * u]);
+            const float4 qb = *reinterpret_cast<const float4*>(&qs[j][e0 + 8 * u + 4]);
+            sj[j] += qa.x * kv[u][0] + qa.y * kv[u][1] + qa.z * kv[u][2] + qa.w * kv[u][3] +
+                     qb.x * kv[u][4] + qb.y * kv[u][5] + qb.z * kv[u][6] + qb.w * kv[u][7];
+          }
       }
     }
 #pragma unroll
@@ -114,15 +124,30 @@ extern "C" __global__ void __launch_bounds__(AD_THREADS) attention_decode(
 #pragma unroll
         for (int k = 0; k < DPT; k++) acc[j][k] *= corr[j];
     const int n = min(AD_THREADS, end - t0);
-#pragma unroll 8
-    for (int i = part; i < n; i += NPART) {     // slots from shared memory: the V loads are independent
-      const KV_T* vp = v_cache + (slot_s[i] * Hkv + g) * D;
+    // Slots from shared memory, so the V loads are independent; VB positions' loads are
+    // issued before any is used (unconditionally: a position past n reads position n - 1
+    // and counts 0). One load and its FMAs a trip, as compiled before, were a dependent
+    // cache round trip per position.
+    for (int i0 = part; i0 < n; i0 += NPART * VB) {
+      float v[VB][DPT];
 #pragma unroll
-      for (int k = 0; k < DPT; k++) {
-        const float v = to_f32(vp[d0 + AD_THREADS * k]);
+      for (int u = 0; u < VB; u++) {
+        const int i = min(i0 + u * NPART, n - 1);
+        const KV_T* vp = v_cache + (slot_s[i] * Hkv + g) * D;
 #pragma unroll
-        for (int j = 0; j < MAX_GROUP; j++)
-          if (j < G) acc[j][k] += sc[j][i] * v;
+        for (int k = 0; k < DPT; k++) v[u][k] = to_f32(vp[d0 + AD_THREADS * k]);
+      }
+#pragma unroll
+      for (int u = 0; u < VB; u++) {
+        const int i = min(i0 + u * NPART, n - 1);
+        const bool in = i0 + u * NPART < n;
+#pragma unroll
+        for (int j = 0; j < MAX_GROUP; j++) {
+          if (j >= G) break;
+          const float w = in ? sc[j][i] : 0.0f;
+#pragma unroll
+          for (int k = 0; k < DPT; k++) acc[j][k] += w * v[u][k];
+        }
       }
     }
     __syncthreads();
