@@ -181,8 +181,11 @@ class Agent:
             # Without the earlier turns: the request and this turn's results are all an answer
             # needs, and given earlier answers a small model restates one of them.
             system = prompts.ANSWER_SYSTEM
-        closing = prompts.PROGRESS_NOW if mode == "progress" else \
-            " ".join(filter(None, [prompts.needs(prompts.requested(turn.user, turn.calls)), prompts.ANSWER_NOW]))
+        if mode == "progress":
+            closing = prompts.PROGRESS_NOW
+        else:
+            closing = prompts.ANSWER_NOW
+            note = "\n\n".join(filter(None, [note, prompts.needs(prompts.requested(turn.user, turn.calls))]))
         content = prompts.flat_request(base[-1]["content"], turn.calls, note, closing, self.config.observation_chars)
         return [{"role": "system", "content": system}, {"role": "user", "content": content}]
 
