@@ -10,6 +10,7 @@ agents/report.py for its shape and the transcript).
 from __future__ import annotations
 
 import copy
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, fields
@@ -136,18 +137,22 @@ class SuiteRunner:
 
 
 def summary(suite: Suite, runs: list[dict]) -> dict:
-    """Pass rates overall and per turn, with the checks that failed most often."""
+    """Pass rates overall and per turn, with the checks that failed most often (a check that
+    names its run, such as the database suite_s3, is counted under the name with {run})."""
     n = len(runs)
     per_turn = {}
     for i, spec in enumerate(suite.turns):
-        records = [r["turns"][i] for r in runs]
         failed: dict[str, int] = {}
-        for rec in records:
+        for run in runs:
+            rec = run["turns"][i]
+            own_name = re.compile(rf"(?<![A-Za-z0-9])s{run['seed']}(?![0-9])")
             for c in rec["checks"]:
                 if not c["ok"]:
-                    failed[c["check"]] = failed.get(c["check"], 0) + 1
+                    check = own_name.sub("{run}", c["check"])
+                    failed[check] = failed.get(check, 0) + 1
             if rec["answer"] is None:
                 failed[f"no answer ({rec['stop']})"] = failed.get(f"no answer ({rec['stop']})", 0) + 1
+        records = [r["turns"][i] for r in runs]
         per_turn[spec.name] = {"pass_rate": sum(r["passed"] for r in records) / n if n else 0.0,
                                "failed_checks": failed,
                                "mean_latency_s": sum(r["latency_s"] for r in records) / n if n else 0.0}

@@ -1,8 +1,8 @@
 """Pass rates of the conversation suites over seeds: the canonical 5-turn suite and the
 freeform turn, with and without the uncertainty-aware verify step, on each chat model.
 
-For each model a stack (runtime + worker) is started under its own data directory; every
-(suite, verify) cell runs the same seeds, sampled at --temperature so seeds differ, with
+Every (suite, verify) cell of a model starts its own stack (runtime + worker) over a fresh
+data directory and runs the same seeds, sampled at --temperature so seeds differ, with
 --parallel seeds batched by the runtime at once. Each finished cell is written to the
 JSON at once, and --resume skips cells already there, so a long matrix can be run in
 parts. Full reports and transcripts go under the data directory (not committed).
@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import socket
 import subprocess
 import sys
@@ -63,30 +64,32 @@ def cell_summary(result: dict, suite) -> dict:
 
 
 def run_model(model: str, args, data: dict, save) -> None:
-    home = args.home / model
-    settings = Settings(home=home, model=str(catalog.resolve(model, args.models_home)), backend="cpu",
-                        runtime_port=free_port(), worker_port=free_port(), mcp_port=free_port())
+    """Each (suite, verify) cell on a stack of its own over a fresh data directory, so no cell
+    sees the notes, documents or rows that an earlier cell (or an earlier run) left."""
     cells = [(s, v) for s in args.suites for v in args.verify
              if not (args.resume and any(c["model"] == model and c["suite"] == s and c["verify"] == (v == "on")
                                          and c["seeds"] == args.seed_list for c in data["cells"]))]
-    if not cells:
-        return
     env = {"OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
-    with Stack(settings, attach=False, env=env, runtime_args=["--kv-cache-mb", "1024"]) as stack:
-        registry = build_registry(ToolContext.from_settings(settings))
-        chat = ChatModel(stack.urls.runtime)
-        probe = Probe(stack.urls.worker, registry)
-        for suite_name, verify in cells:
+    for suite_name, verify in cells:
+        home = args.home / model / f"{suite_name}-verify-{verify}"
+        shutil.rmtree(home, ignore_errors=True)
+        settings = Settings(home=home, model=str(catalog.resolve(model, args.models_home)), backend="cpu",
+                            runtime_port=free_port(), worker_port=free_port(), mcp_port=free_port())
+        with Stack(settings, attach=False, env=env, runtime_args=["--kv-cache-mb", "1024"]) as stack:
+            registry = build_registry(ToolContext.from_settings(settings))
             suite = load(suite_name)
-            runner = SuiteRunner(suite, chat, registry, probe,
+            runner = SuiteRunner(suite, ChatModel(stack.urls.runtime), registry, Probe(stack.urls.worker, registry),
                                  {"verify": verify == "on", "temperature": args.temperature})
             print(f"{model} {suite_name} verify {verify}: {len(args.seed_list)} seeds...", flush=True)
             result = runner.run(args.seed_list, args.parallel)
-            suite_report.write(result, home / "reports" / f"{suite_name}-verify-{verify}")
-            print(suite_report.table(result), flush=True)
-            data["cells"].append({"model": model, "model_id": runner.info.get("id"), "suite": suite_name,
-                                  "verify": verify == "on", **cell_summary(result, suite)})
-            save()
+        suite_report.write(result, home / "report")
+        print(suite_report.table(result), flush=True)
+        data["cells"] = [c for c in data["cells"]
+                         if not (c["model"] == model and c["suite"] == suite_name and c["verify"] == (verify == "on"))]
+        data["cells"].append({"model": model, "model_id": runner.info.get("id"), "suite": suite_name,
+                              "verify": verify == "on", "commit": args.commit, "date": time.strftime("%Y-%m-%d"),
+                              **cell_summary(result, suite)})
+        save()
 
 
 def main(argv=None) -> int:
@@ -105,13 +108,16 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     args.seed_list = list(range(args.seeds))
     data = json.loads(args.out.read_text()) if args.resume and args.out.exists() else {"cells": []}
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    data.update({"benchmark": "agent_suite", "date": time.strftime("%Y-%m-%d"), "commit": commit,
+    args.commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
+                                 text=True).stdout.strip()
+    data.pop("commit", None)                 # each cell records the commit and date it ran at
+    data.pop("date", None)
+    data.update({"benchmark": "agent_suite",
                  "cpu": platform.machine(), "cores": os.cpu_count(), "python": platform.python_version(),
                  "backend": "cpu", "temperature": args.temperature, "parallel": args.parallel,
                  "runtime_threads": args.threads,
                  "note": "pass rate = share of seeds in which every turn passed all its checks; per-turn rates "
-                         "and the checks that failed are under `turns`"})
+                         "and the checks that failed are under `turns`; each cell ran on a fresh data directory"})
 
     def save() -> None:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -178,3 +178,18 @@ def test_other_seeds_copies_of_a_document_do_not_crowd_out_this_runs(suite_cli, 
     finally:
         for t in texts:
             httpx.delete(url + "/v1/rag/documents", params={"source": t["source"]}, timeout=60)
+
+
+def test_a_check_every_seed_fails_is_counted_once_under_its_run_template(suite_cli):
+    import re
+
+    def script(body):
+        user = next(m["content"] for m in body["messages"] if m["role"] == "user")
+        run = re.search(r"suite_(s\d+)", user).group(1)
+        done = sum(1 for m in body["messages"] if m["role"] == "assistant" and m.get("tool_calls"))
+        reply = work_for(run)[done]
+        return json.loads(json.dumps(reply).replace("4.2.1", "4.1.0"))      # both store the wrong version
+
+    code, report, _ = suite_cli(script, "freeform", "--seeds", "2", "--parallel", "2")
+    failed = report["summary"]["turns"]["deploy_record"]["failed_checks"]
+    assert code == 1 and failed == {"sql suite_{run}: SELECT service, version, day FROM deploys": 2}
