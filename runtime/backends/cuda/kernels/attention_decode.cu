@@ -206,12 +206,17 @@ extern "C" __global__ void __launch_bounds__(AD_THREADS) attention_decode(
     if (lane == 0) inv_l[j] = 1.0f / lsum;
   }
   __syncthreads();
+  // All 32 loads of an output issued at once (a split past S re-reads split S - 1 and
+  // weighs 0): the loop of 8 at a time was S / 8 dependent L2 round trips.
   for (int e = tid; e < G * D; e += AD_THREADS) {
     const int j = e / D, d = e % D;
     const float* pa = part_acc + (head0 + j) * S * D + d;
+    float v[32];
+#pragma unroll
+    for (int k = 0; k < 32; k++) v[k] = ldcg(pa + (i64)min(k, S - 1) * D);
     float o = 0.0f;
-#pragma unroll 8
-    for (int k = 0; k < S; k++) o += w_split[j][k] * ldcg(pa + (i64)k * D);
+#pragma unroll
+    for (int k = 0; k < 32; k++) o += w_split[j][k] * v[k];
     out[(head0 + j) * D + d] = o * inv_l[j];
   }
   if (tid == 0) counters[b * Hkv + g] = 0;
