@@ -186,7 +186,8 @@ class Agent:
         else:
             closing = prompts.ANSWER_NOW
             note = "\n\n".join(filter(None, [note, prompts.needs(prompts.requested(turn.user, turn.calls))]))
-        content = prompts.flat_request(base[-1]["content"], turn.calls, note, closing, self.config.observation_chars)
+        content = prompts.flat_request(base[-1]["content"], turn.calls, note, closing, self.config.observation_chars,
+                                       tools_offered=mode == "progress")
         return [{"role": "system", "content": system}, {"role": "user", "content": content}]
 
     def _step(self, number: int, choice: str, reply: Reply) -> ActionStep:

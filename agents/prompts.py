@@ -88,10 +88,10 @@ def facts(value, path: str = "") -> list[str]:
     return [f"{path}: {value}" if path else str(value)]
 
 
-def flat_request(user: str, calls: list, note: str, closing: str, limit: int) -> str:
+def flat_request(user: str, calls: list, note: str, closing: str, limit: int, tools_offered: bool = True) -> str:
     """The user's request, the turn's tool results as plain lines under each call (each call's
     lines cut to `limit` characters), what the loop has to say, and the closing instruction,
-    as one message."""
+    as one message. A failed call asks for a fix only while tools are offered."""
     parts = [user]
     if calls:
         lines = []
@@ -102,8 +102,8 @@ def flat_request(user: str, calls: list, note: str, closing: str, limit: int) ->
                 found = [f"  {clip(line, 300)}" for line in facts(c.result.get("data"))] or ["  (nothing)"]
                 lines += [f"- {c.name}({args}) returned:", clip_lines(found, limit)]
             else:     # without its arguments: shown them, small models send the same again
-                lines.append(f"- {c.name} failed: {clip(str(c.result.get('error')), 300)}. "
-                             "Fix the arguments and call it again.")
+                lines.append(f"- {c.name} failed: {clip(str(c.result.get('error')), 300)}."
+                             + (" Fix the arguments and call it again." if tools_offered else ""))
         parts.append("Done so far, with what the tools returned:\n" + "\n".join(lines))
     if note:
         parts.append(note)

@@ -19,9 +19,11 @@ def register(registry: Registry) -> None:
     @registry.tool(toolset="runtime")
     def runtime_status(ctx: ToolContext) -> dict:
         """Report the running stack: the chat model with its weights revision, backend and
-        context length, and the local worker with its loaded models and data directory."""
+        context length, and the local worker with its loaded models."""
         # Only what answers "what serves me": a small model given URLs and every card field
-        # to read tends to report those instead of the model. Addresses appear on failure.
+        # to read tends to report those instead of the model, and carried into later turns
+        # the data directory's path (.../agent_suite/...) made it name the database
+        # "facts_suite_s3" in 10 of 10 runs. Addresses appear on failure.
         out: dict = {}
         try:
             card = _card(ctx)
@@ -31,8 +33,7 @@ def register(registry: Registry) -> None:
         try:
             status = ctx.worker("GET", "/v1/status")
             out["worker"] = {"healthy": True,
-                             "loaded_models": [m["name"] for m in status.get("models", []) if m.get("loaded")],
-                             "data_dir": status.get("data_dir", {}).get("path")}
+                             "loaded_models": [m["name"] for m in status.get("models", []) if m.get("loaded")]}
         except ToolError as e:
             out["worker"] = {"healthy": False, "url": ctx.worker_url, "error": str(e)}
         if not out["runtime"]["healthy"] and not out["worker"]["healthy"]:

@@ -274,3 +274,13 @@ def test_a_complete_answer_ends_the_turn_and_given_values_are_not_required():
     table = {"ok": True, "data": {"columns": ["model", "backend"], "rows": [["m-7b", "cpu"]], "row_count": 1}}
     assert prompts.requested("What does the table hold for model and backend?",
                              [ToolCallRecord("2", "sql_query", {}, table, 0.0)]) == [("model", "m-7b"), ("backend", "cpu")]
+
+
+def test_a_failed_call_asks_for_a_fix_only_while_tools_are_offered(agent_for, registry):
+    same = call("broken", reason="no")
+    agent, fake = agent_for([same, same, same, text("It was refused.")])
+    turn = agent.run("Try the broken tool.", registry.openai_tools())
+    assert [s.kind for s in turn.steps] == ["tool_error", "repeat", "repeat", "answer"]
+    progress, answer = fake.requests[2]["messages"][-1]["content"], fake.requests[3]["messages"][-1]["content"]
+    assert "- broken failed: refused: no. Fix the arguments and call it again." in progress and fake.requests[2]["tools"]
+    assert "- broken failed: refused: no." in answer and "Fix the arguments" not in answer     # nothing to call with

@@ -132,7 +132,7 @@ def test_runtime_tools_report_what_serves(call, stack):
     status = call("runtime_status")
     assert status["runtime"]["healthy"] and status["runtime"]["backend"] == "cpu"
     assert status["runtime"]["architecture"] == "qwen2" and status["runtime"]["context_length"] > 0
-    assert status["worker"]["healthy"] and status["worker"]["data_dir"] == str(stack.settings.home.resolve())
+    assert status["worker"]["healthy"] and str(stack.settings.home.resolve()) not in str(status)   # no paths to copy
     models = call("runtime_models")
     assert models["chat"][0]["id"] == status["runtime"]["model"] and "url" not in status["runtime"]
     assert any(m["id"] == "all-minilm-l6-v2" and m["installed"] for m in models["worker"])
