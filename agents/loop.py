@@ -132,8 +132,7 @@ class Agent:
                                         {"role": "user", "content": step.observation}]
             elif step.kind == "incomplete":
                 mode = "answer"
-                step.observation = "answer mode: the answer left out " + ", ".join(
-                    name for name, _ in prompts.missing(reply.content, prompts.requested(user, turn.calls)))
+                step.observation = f"answer mode: the answer left out {named}"
             elif step.kind == "verify":
                 turn.verified = True
                 step.observation = prompts.VERIFY
@@ -153,7 +152,7 @@ class Agent:
 
     def _classify(self, reply: Reply, fresh: list[Call], answer_mode: bool, tools: list[dict],
                   turn: Turn) -> tuple[str, str | None]:
-        """(step kind, the tool name it concerns) for a reply. A malformed attempt at a tool
+        """(step kind, the tool name it concerns, or the fields an incomplete answer left out) for a reply. A malformed attempt at a tool
         that already succeeded this turn is a repeat: small models restate the call, often
         with the result's values as arguments, when they mean to answer."""
         if reply.calls:
@@ -167,8 +166,9 @@ class Agent:
             return "malformed", named
         if self.config.verify and not turn.verified and low_confidence(reply.awareness, self.config):
             return "verify", None
-        if not answer_mode and prompts.missing(reply.content, prompts.requested(turn.user, turn.calls)):
-            return "incomplete", None
+        left_out = [] if answer_mode else prompts.missing(reply.content, prompts.requested(turn.user, turn.calls))
+        if left_out:
+            return "incomplete", ", ".join(name for name, _ in left_out)
         return "answer", None
 
     def _flat_messages(self, base: list[dict], turn: Turn, mode: str, note: str) -> list[dict]:
