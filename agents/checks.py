@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import httpx
 
 from agents.steps import Turn
+from agents.text import missing, normalise
 from agents.suite import Expect
 from agents.loop import Tools
 
@@ -24,15 +25,6 @@ class CheckResult:
     check: str
     ok: bool
     detail: str = ""
-
-
-def normalise(text: str) -> str:
-    return re.sub(r"(?<=\d),(?=\d{3}\b)", "", text).lower()
-
-
-def missing(haystack: str, needles: list[str]) -> list[str]:
-    hay = normalise(haystack)
-    return [n for n in needles if normalise(n) not in hay]
 
 
 class Probe:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from agents.state import clip
+from agents.text import clip, missing as lacks
 
 SYSTEM = (
     "You are a helpful assistant running on the user's own machine. Use the tools to do what "
@@ -42,10 +42,10 @@ ANSWER_SYSTEM = ("You are a helpful assistant running on the user's own machine.
 ANSWER_NOW = ("Answer the request now in two or three plain sentences, with the exact values from "
               "these results, and say which tool gave each value. Do not write JSON.")
 
-# Shown in answer mode when the results hold fields the request names. Replayed on the
-# recorded discover turn (greedy, 4 working directories in the results): without it the 0.5B
-# left out the model or the backend in 3 of 8 answers; with it, 4 of 4 named all three. A
-# draft followed by "it leaves out ..." was pasted back verbatim instead.
+# Shown in answer mode, as its own paragraph, when the results hold fields the request names.
+# Replayed on the recorded discover turn (greedy, 6 working directories in the results):
+# without it the 0.5B left out the model or the backend in 3 of 8 answers; with it 6 of 6
+# named all three. A draft followed by "it leaves out ..." was pasted back verbatim instead.
 NEEDS = "Your answer must give each of: {fields}."
 
 PLAIN_ANSWER = "That was JSON, not an answer: answer in plain sentences."
@@ -170,9 +170,9 @@ def requested(user: str, calls: list) -> list[tuple[str, str]]:
 
 
 def missing(answer: str, needed: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The needed values an answer does not state (case-insensitive)."""
-    lower = (answer or "").lower()
-    return [(name, value) for name, value in needed if value.lower() not in lower]
+    """The needed (field, value) pairs whose value an answer does not state."""
+    absent = set(lacks(answer or "", [value for _, value in needed]))
+    return [(name, value) for name, value in needed if value in absent]
 
 
 def needs(needed: list[tuple[str, str]]) -> str:

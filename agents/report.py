@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agents.state import clip
+from agents.text import clip
 
 
 def _call_line(call: dict) -> str:

@@ -260,7 +260,7 @@ def test_an_answer_leaving_out_a_requested_value_is_asked_for_once_in_answer_mod
 
 
 def test_a_complete_answer_ends_the_turn_and_given_values_are_not_required():
-    agent, fake, tools = status_agent([call("status"), text("m-7b on CPU, context 4096.")])
+    agent, fake, tools = status_agent([call("status"), text("m-7b on CPU, context 4,096.")])   # as the checks read it
     try:
         turn = agent.run(ASK, tools)
     finally:

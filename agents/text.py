@@ -1,0 +1,22 @@
+"""Text helpers shared by the loop, its prompts and the suite checks, so the loop's idea of
+an answer stating a value is the checks' idea too."""
+from __future__ import annotations
+
+import re
+
+
+def clip(text: str, limit: int) -> str:
+    """`text` on one line, cut to `limit` characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 4].rstrip() + " ..."
+
+
+def normalise(text: str) -> str:
+    """Lower case, thousands separators dropped (32,768 -> 32768)."""
+    return re.sub(r"(?<=\d),(?=\d{3}\b)", "", text).lower()
+
+
+def missing(haystack: str, needles: list[str]) -> list[str]:
+    """The needles `haystack` does not contain, compared normalised."""
+    hay = normalise(haystack)
+    return [n for n in needles if normalise(n) not in hay]
