@@ -22,8 +22,9 @@ says it was generated with low confidence: then the model is asked once to check
 against the results (and may call a tool) before the answer stands. An answer written
 beside the call messages that leaves out a short value whose field the request names
 (asked for the context length, with context_length=32768 in a result) is asked for once
-more in answer mode, which lists those values. Bugs in our code and an unreachable runtime
-raise.
+more in answer mode, which lists those values and the passages the lookups found; an
+answer-mode answer that still leaves one out (or refuses) is asked for once more, told what
+it left out. Bugs in our code and an unreachable runtime raise.
 """
 from __future__ import annotations
 
@@ -131,6 +132,8 @@ class Agent:
                         interaction += [{"role": "assistant", "content": reply.content},
                                         {"role": "user", "content": step.observation}]
             elif step.kind == "incomplete":
+                if mode == "answer":      # once more, saying what it left out (a refusal states nothing)
+                    note = prompts.LEFT_OUT.format(fields=named)
                 mode = "answer"
                 step.observation = f"answer mode: the answer left out {named}"
             elif step.kind == "verify":
@@ -152,9 +155,10 @@ class Agent:
 
     def _classify(self, reply: Reply, fresh: list[Call], answer_mode: bool, tools: list[dict],
                   turn: Turn) -> tuple[str, str | None]:
-        """(step kind, the tool name it concerns, or the fields an incomplete answer left out) for a reply. A malformed attempt at a tool
-        that already succeeded this turn is a repeat: small models restate the call, often
-        with the result's values as arguments, when they mean to answer."""
+        """(step kind, what it concerns) for a reply: the tool a repeat or malformed call names,
+        or the values an incomplete answer left out. A malformed attempt at a tool that already
+        succeeded this turn is a repeat: small models restate the call, often with the
+        result's values as arguments, when they mean to answer."""
         if reply.calls:
             return ("calls", None) if fresh else ("repeat", reply.calls[0].name)
         # A reply cut at max_tokens counts only if it was a call; cut plain text is still an
@@ -166,9 +170,10 @@ class Agent:
             return "malformed", named
         if self.config.verify and not turn.verified and low_confidence(reply.awareness, self.config):
             return "verify", None
-        left_out = [] if answer_mode else prompts.missing(reply.content, prompts.requested(turn.user, turn.calls))
-        if left_out:
-            return "incomplete", ", ".join(name for name, _ in left_out)
+        asked = sum(s.kind == "incomplete" for s in turn.steps)
+        left_out = prompts.missing(reply.content, prompts.requested(turn.user, turn.calls)) if asked < 2 else []
+        if left_out and (asked == 0 or answer_mode):
+            return "incomplete", prompts.listing(left_out)
         return "answer", None
 
     def _flat_messages(self, base: list[dict], turn: Turn, mode: str, note: str) -> list[dict]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from agents.text import clip, missing as lacks
+from agents.text import WORD, clip, mentions, missing as lacks
 
 SYSTEM = (
     "You are a helpful assistant running on the user's own machine. Use the tools to do what "
@@ -47,6 +47,11 @@ ANSWER_NOW = ("Answer the request now in two or three plain sentences, with the 
 # without it the 0.5B left out the model or the backend in 3 of 8 answers; with it 6 of 6
 # named all three. A draft followed by "it leaves out ..." was pasted back verbatim instead.
 NEEDS = "Your answer must give each of: {fields}."
+
+# Replayed on the recall turns whose first answer-mode answer left out the knowledge base
+# passage (greedy): told only the name ("the rag_search passage") the 0.5B left it out again,
+# 0 of 2; given the passage too, 1 of 2.
+LEFT_OUT = "Your last answer left out {fields}."
 
 PLAIN_ANSWER = "That was JSON, not an answer: answer in plain sentences."
 
@@ -122,15 +127,17 @@ def clip_lines(lines: list[str], limit: int) -> str:
     return "\n".join(out)
 
 
-_WORD = re.compile(r"[a-z0-9]+")
 MAX_NEEDED = 8
 MAX_VALUE_CHARS = 80
+PASSAGE_WORDS = 8          # a result text this long is a passage (a search hit, a note), not a value
+PASSAGE_CHARS = 200
+NOT_PASSAGES = {"error", "hint", "url"}
 
 
 def stems(text: str) -> set[str]:
     """The words of `text` (three letters or more) cut to five letters, so 'length' in a request
     matches the field 'context_length' and 'models' matches 'model'."""
-    return {w[:5] for w in _WORD.findall(text.lower()) if len(w) > 2}
+    return {w[:5] for w in WORD.findall(text.lower()) if len(w) > 2}
 
 
 def fields(value, key: str = ""):
@@ -152,10 +159,10 @@ def fields(value, key: str = ""):
 
 
 def requested(user: str, calls: list) -> list[tuple[str, str]]:
-    """The short values in the turn's results whose field names the request uses, every word of
-    the name (the request 'what is its context length' and the field context_length), and
-    that the request does not already hold (a source name it gave): what a complete answer
-    has to state."""
+    """What a complete answer has to state: the short values in the turn's results whose field
+    names the request uses, every word of the name (the request 'what is its context length'
+    and the field context_length), then each lookup's first passage, all of them left out
+    where the request already holds them (a source name it gave, a text it quoted)."""
     want, given, out = stems(user), user.lower(), []
     for c in calls:
         if not c.ok:
@@ -166,14 +173,41 @@ def requested(user: str, calls: list) -> list[tuple[str, str]]:
             if key and key <= want and 0 < len(text) <= MAX_VALUE_CHARS and text.lower() not in given \
                     and (name, text) not in out:
                 out.append((name, text))
-    return out[:MAX_NEEDED]
+    return out[:MAX_NEEDED] + passages(user, calls)
+
+
+def passages(user: str, calls: list) -> list[tuple[str, str]]:
+    """Each successful call's first long text (the top search hit, a note) that neither the
+    request nor the call's own arguments hold, cut to PASSAGE_CHARS. Replayed on recorded
+    recall turns (greedy, 7 sets of results): listed among the values an answer must give, the
+    0.5B told what the knowledge base passage says in 5 of 7 answers; without it, in 0 of 7
+    (it restated the memory note, 'the background is in the knowledge base')."""
+    given, out = user.lower(), []
+    for c in calls:
+        if not c.ok:
+            continue
+        echoed = {str(v).strip().lower() for v in (c.arguments.values() if isinstance(c.arguments, dict) else [])}
+        for name, value in fields(c.result.get("data")):
+            text = " ".join(str(value).split())
+            if isinstance(value, str) and name not in NOT_PASSAGES and len(text.split()) >= PASSAGE_WORDS \
+                    and text.lower() not in given and text.lower() not in echoed:
+                out.append((f"the {c.name} passage", clip(text, PASSAGE_CHARS)))
+                break
+    return out
 
 
 def missing(answer: str, needed: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The needed (field, value) pairs whose value an answer does not state."""
-    absent = set(lacks(answer or "", [value for _, value in needed]))
-    return [(name, value) for name, value in needed if value in absent]
+    """The needed (field, value) pairs an answer does not state: a value word for word, a
+    passage by what it says."""
+    absent = set(lacks(answer or "", [value for _, value in needed if len(value.split()) < PASSAGE_WORDS]))
+    return [(name, value) for name, value in needed
+            if (value in absent if len(value.split()) < PASSAGE_WORDS else not mentions(answer or "", value))]
+
+
+def listing(needed: list[tuple[str, str]]) -> str:
+    """Needed values as the model reads them: 'backend (cpu), context_length (4096)'."""
+    return ", ".join(f"{name} ({value})" for name, value in needed)
 
 
 def needs(needed: list[tuple[str, str]]) -> str:
-    return NEEDS.format(fields=", ".join(f"{name} ({value})" for name, value in needed)) if needed else ""
+    return NEEDS.format(fields=listing(needed)) if needed else ""

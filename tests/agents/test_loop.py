@@ -242,21 +242,75 @@ def status_agent(script):
 ASK = "Which model is serving you, on which backend, and what is its context length?"
 
 
-def test_an_answer_leaving_out_a_requested_value_is_asked_for_once_in_answer_mode():
+def test_an_answer_leaving_out_a_requested_value_is_asked_for_in_answer_mode_at_most_twice():
     agent, fake, tools = status_agent([call("status"), text("It is m-7b with a 4096-token context."),
+                                       text("I'm sorry, but I can't assist with that."),
                                        text("Still m-7b, 4096 tokens.")])
     try:
         turn = agent.run(ASK, tools)
     finally:
         fake.__exit__(None, None, None)
-    assert [s.kind for s in turn.steps] == ["calls", "incomplete", "answer"] and turn.answer == "Still m-7b, 4096 tokens."
-    assert turn.steps[1].observation == "answer mode: the answer left out backend"
+    assert [s.kind for s in turn.steps] == ["calls", "incomplete", "incomplete", "answer"]
+    assert turn.answer == "Still m-7b, 4096 tokens."            # asked twice: this one stands
+    assert turn.steps[1].observation == "answer mode: the answer left out backend (cpu)"
     reask = fake.requests[2]
     assert "tools" not in reask or not reask["tools"]                          # answer mode: no tools
     content = reask["messages"][-1]["content"]
     # The fields the request names, with their values; not the ones it does not ask about.
     assert prompts.NEEDS.format(fields="model (m-7b), backend (cpu), context_length (4096)") in content
     assert "must give each of: model (m-7b), backend (cpu), context_length (4096)." in content
+    assert "Your last answer" not in content
+    # The refusal stated none of them: asked once more, told so.
+    again = fake.requests[3]["messages"][-1]["content"]
+    assert "Your last answer left out model (m-7b), backend (cpu), context_length (4096)." in again
+
+
+def search_agent(script):
+    from agents.config import AgentConfig
+    from agents.loop import Agent
+    from agents.model import ChatModel
+    from tests.agents.fake_model import ScriptedModel
+    from tools.registry import Registry
+    r = Registry()
+
+    @r.tool(toolset="kb")
+    def search(query: str) -> dict:
+        """Search the knowledge base.
+
+        Args:
+            query: what to look for
+        """
+        return {"hits": [{"source": "kb-1", "text": "Orion 4.2.1 moved the scheduler to a new queue and cut p99 latency in half.",
+                          "score": 0.9}, {"source": "kb-2", "text": "An older note about the build farm and its nightly jobs.",
+                                          "score": 0.2}]}
+
+    @r.tool(toolset="kb")
+    def remember(text: str) -> dict:
+        """Save a note.
+
+        Args:
+            text: the note
+        """
+        return {"id": 1, "text": text}
+    fake = ScriptedModel(script).__enter__()
+    return Agent(ChatModel(fake.url), r, AgentConfig()), fake, r.openai_tools()
+
+
+def test_an_answer_that_does_not_say_what_a_lookup_found_is_asked_for_with_the_passage():
+    agent, fake, tools = search_agent([calls(("search", {"query": "orion"}),
+                                             ("remember", {"text": "Orion notes are kept in the knowledge base kb-1 now."})),
+                                       text("The Orion notes are in the knowledge base."),
+                                       text("Orion 4.2.1 moved the scheduler to a new queue, which cut p99 latency in half.")])
+    try:
+        turn = agent.run("What changed in Orion 4.2.1? Look it up, and note where you found it.", tools)
+    finally:
+        fake.__exit__(None, None, None)
+    assert [s.kind for s in turn.steps] == ["calls", "incomplete", "answer"]
+    content = fake.requests[2]["messages"][-1]["content"]
+    # The top hit, not the second one, nor the note that only echoes what the model wrote.
+    assert ("must give each of: the search passage (Orion 4.2.1 moved the scheduler to a new queue and cut p99 "
+            "latency in half.).") in content
+    assert "build farm" not in content.split("must give each of")[1]
 
 
 def test_a_complete_answer_ends_the_turn_and_given_values_are_not_required():
