@@ -131,7 +131,7 @@ MAX_NEEDED = 8
 MAX_VALUE_CHARS = 80
 PASSAGE_WORDS = 8          # a result text this long is a passage (a search hit, a note), not a value
 PASSAGE_CHARS = 200
-NOT_PASSAGES = {"error", "hint", "url"}
+NOT_PASSAGES = {"error", "hint", "note", "url"}     # what a tool says to the model, not content
 
 
 def stems(text: str) -> set[str]:

@@ -311,6 +311,10 @@ def test_an_answer_that_does_not_say_what_a_lookup_found_is_asked_for_with_the_p
     assert ("must give each of: the search passage (Orion 4.2.1 moved the scheduler to a new queue and cut p99 "
             "latency in half.).") in content
     assert "build farm" not in content.split("must give each of")[1]
+    # What a tool says to the model about its result is not a passage to retell.
+    from agents.steps import ToolCallRecord
+    empty = {"ok": True, "data": {"hits": [], "note": "nothing is stored in the collection 'default' yet; call rag_ingest first"}}
+    assert prompts.requested("What changed in Orion?", [ToolCallRecord("3", "search", {"query": "orion"}, empty, 0.0)]) == []
 
 
 def test_a_complete_answer_ends_the_turn_and_given_values_are_not_required():
