@@ -52,3 +52,18 @@ def test_engine_greedy_matches_cpu_through_decode_graphs(tiny_gguf, tokenizer_ca
     params = SamplingParams(max_tokens=12, temperature=0, ignore_eos=True)
     assert gpu.generate([ids], params)[0].token_ids == cpu.generate([ids], params)[0].token_ids
     assert gpu.ops.graphs.buckets
+
+
+def test_prefill_chunks_that_end_no_prompt_match_cpu(tiny_gguf, tokenizer_cache):
+    """With a 16-token step budget a 40-token prompt takes three steps, the first two wanting no
+    logits: the lm_head gets zero rows, which must launch nothing (a grid of 0 blocks is refused
+    by CUDA, and a block with no rows read x at row -1)."""
+    path = tiny_gguf("qwen2", Q.Q8_0)
+    cpu = LLMEngine(EngineConfig(model=path, backend="cpu", kv_cache_mb=16, tokenizer_cache=tokenizer_cache))
+    gpu = LLMEngine(EngineConfig(model=path, backend="cpu", kv_cache_mb=16, tokenizer_cache=tokenizer_cache,
+                                 max_num_batched_tokens=16),
+                    ops=CUDAOps(device=emulator.EmuDevice(), kv_dtype="float32", gemm_dtype="float32"))
+    ids = cpu.tokenizer.encode("The quick brown fox jumps over the lazy dog. " * 4)[:40]
+    params = SamplingParams(max_tokens=6, temperature=0, ignore_eos=True)
+    assert len(ids) == 40
+    assert gpu.generate([ids, ids[:23]], params)[0].token_ids == cpu.generate([ids], params)[0].token_ids

@@ -111,6 +111,17 @@ def check_linear(ops: CUDAOps, rng, qtypes=QTYPES) -> list[Result]:
     y = ops.linear(Normed(dev.upload(a), None, dev.upload(np.ones(256, np.float32)), 1e-6, None), ops.linear_weight([tall]))
     ref = cpu.linear(cpu.rms_norm(torch.from_numpy(a), torch.ones(256), 1e-6)[0], dequant(tall)).numpy()
     out.append(Result("linear Q6_K 9001x256 norm (blocks loop over row groups)", rel_err(dev.to_host(y), ref), 2e-5))
+    # 6 rows of a 1536-wide norm: exactly 48 KiB of dynamic shared memory next to the kernel's
+    # static arrays, which needs the launch attribute raised (the 1.5B's lm_head failed here).
+    wide = random_tensor("wide", Q.Q8_0, 40, 1536, rng)
+    a = rng.standard_normal((6, 1536)).astype(np.float32)
+    ops._loaded.clear()
+    y = ops.linear(Normed(dev.upload(a), None, dev.upload(np.ones(1536, np.float32)), 1e-6, None), ops.linear_weight([wide]))
+    ref = cpu.linear(cpu.rms_norm(torch.from_numpy(a), torch.ones(1536), 1e-6)[0], dequant(wide)).numpy()
+    out.append(Result("linear Q8_0 K=1536 T=6 norm (48 KiB dynamic shared memory)", rel_err(dev.to_host(y), ref), 2e-5))
+    # A prefill chunk that ends no prompt asks the lm_head for zero rows.
+    y = ops.linear(Normed(dev.upload(a[:0]), None, dev.upload(np.ones(1536, np.float32)), 1e-6, None), ops.linear_weight([wide]))
+    out.append(Result("linear with 0 token rows: shape (0, 40)", 0.0 if tuple(y.shape) == (0, 40) else 1.0, 0.0))
     mixed = [random_tensor("g", Q.Q4_K, 64, 512, rng), random_tensor("u", Q.Q6_K, 64, 512, rng)]
     a = rng.standard_normal((3, 512)).astype(np.float32)
     ops._loaded.clear()

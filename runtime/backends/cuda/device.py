@@ -180,7 +180,10 @@ class CupyDevice:
 
 class _Launcher:
     def __init__(self, fn, dev: CupyDevice):
-        self.fn, self.dev, self.smem_limit = fn, dev, 48 * 1024
+        # Without the attribute a block gets 48 KiB of dynamic plus static shared memory in all,
+        # so a launch asking for exactly 48 KiB dynamic next to a kernel's static arrays fails
+        # (the lm_head of a 1536-wide model at 5-8 tokens did); any dynamic size raises the attribute.
+        self.fn, self.dev, self.smem_limit = fn, dev, 0
 
     def __call__(self, grid, block, args, smem: int = 0):
         if smem > self.smem_limit:

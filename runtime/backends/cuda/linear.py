@@ -43,6 +43,8 @@ def linear(ops, x, w: QuantLinear, bias=None, act: str | None = None):
     assert act in (None, "silu_mul"), act
     T, K = x.shape
     assert K == w.cols, (K, w.cols)
+    if T == 0:      # a prefill chunk that ends no prompt wants no logits: nothing to launch
+        return ops.alloc((0, w.rows // 2 if act else w.rows), np.float32)
     if T <= ops.matvec_max_tokens:
         return matvec(ops, x, w, bias, act)
     return gemm(ops, x, w, bias, act)

@@ -135,6 +135,7 @@ class _EmuLauncher:
 
     def __call__(self, grid, block, args, smem: int = 0):
         grid, block = tuple(grid) + (1,) * (3 - len(grid)), tuple(block) + (1,) * (3 - len(block))
+        assert min(grid + block) >= 1, f"{self.name.decode()}: CUDA refuses a launch of grid {grid}, block {block}"
         values = []
         for a in args:
             if a is None:

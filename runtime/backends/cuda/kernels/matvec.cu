@@ -146,6 +146,7 @@ __device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int
   DYNAMIC_SMEM(float, xs);
   __shared__ float red[32];
   const int t0 = blockIdx.y * T, nt = min(T, ntok - t0);
+  if (nt <= 0) return;          // the whole block: no token rows here (x would be read at row -1)
   const float* xbase = x + (i64)t0 * ldx;
   int ld = ldx;
   if (norm_w != nullptr) {
