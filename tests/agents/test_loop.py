@@ -342,3 +342,18 @@ def test_a_failed_call_asks_for_a_fix_only_while_tools_are_offered(agent_for, re
     progress, answer = fake.requests[2]["messages"][-1]["content"], fake.requests[3]["messages"][-1]["content"]
     assert "- broken failed: refused: no. Fix the arguments and call it again." in progress and fake.requests[2]["tools"]
     assert "- broken failed: refused: no." in answer and "Fix the arguments" not in answer     # nothing to call with
+
+
+def test_a_reply_pasting_back_a_tool_result_is_a_repeat_not_the_answer():
+    pasted = "<tool_response>\n" + json.dumps({"ok": True, "data": {"hits": [
+        {"source": "kb-1", "text": "Orion 4.2.1 moved the scheduler to a new queue and cut p99 latency in half.",
+         "score": 0.9}]}}) + "\n</tool_response>"
+    agent, fake, tools = search_agent([call("search", query="orion"), text(pasted),
+                                       text("Orion 4.2.1 moved the scheduler to a new queue and cut p99 latency in half.")])
+    try:
+        turn = agent.run("What changed in Orion 4.2.1?", tools)
+    finally:
+        fake.__exit__(None, None, None)
+    assert [s.kind for s in turn.steps] == ["calls", "repeat", "answer"]
+    assert turn.answer.startswith("Orion 4.2.1 moved")
+    assert "tool_calls" not in json.dumps(fake.requests[2]["messages"])      # progress mode: results as text
