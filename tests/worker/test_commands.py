@@ -77,3 +77,15 @@ def test_worker_refuses_to_listen_off_loopback_without_a_key(tmp_path, capsys):
     from samevm.cli import main
     assert main(["--home", str(tmp_path / "home"), "worker", "--host", "0.0.0.0"]) == 2
     assert "API key" in capsys.readouterr().err
+
+
+def test_the_worker_keeps_jax_from_reserving_the_gpu(tmp_path, monkeypatch):
+    """A library that brings in JAX would take 75% of GPU memory from the runtime beside it."""
+    import uvicorn
+
+    from samevm.cli import main
+    seen = {}
+    monkeypatch.delenv("XLA_PYTHON_CLIENT_PREALLOCATE", raising=False)
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.update(preallocate=os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE")))
+    assert main(["--home", str(tmp_path / "home"), "worker", "--port", str(free_port())]) == 0
+    assert seen == {"preallocate": "false"}
