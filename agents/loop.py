@@ -29,6 +29,7 @@ it left out. Bugs in our code and an unreachable runtime raise.
 """
 from __future__ import annotations
 
+import json
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -62,14 +63,27 @@ def looks_like_call(text: str) -> bool:
 
 
 ECHO_CHARS = 40
+_TOOL_TAGS = re.compile(r"</?tool_response>")
 
 
-def echoed(text: str, interaction: list[dict]) -> bool:
-    """Whether a reply pastes back a tool result shown to it as a message. Seen on the H100
-    (weights as in the GGUF, 10 of 10 seeds): after a call's result the 0.5B replied
-    '<tool_response> {"ok": true, ...}' instead of its next call or its answer."""
-    return any(m["role"] == "tool" and len(m["content"]) >= ECHO_CHARS and m["content"][:ECHO_CHARS] in (text or "")
-               for m in interaction)
+def pasted(text: str, interaction: list[dict]) -> bool:
+    """Whether a reply pastes back what it was shown instead of acting on it: a tool result
+    (word for word, or any JSON object that is not a call) or the loop's own list of results.
+    Seen on the H100 (GGUF weights as they are, unlike the CPU's int8): the 0.5B replied
+    '<tool_response> {"ok": true, ...}' after rag_ingest in 10 of 10 seeds, and the 1.5B
+    answered with the progress-mode text 'Done so far, with what the tools returned: ...'."""
+    text = text or ""
+    if any(m["role"] == "tool" and len(m["content"]) >= ECHO_CHARS and m["content"][:ECHO_CHARS] in text
+           for m in interaction) or prompts.DONE_SO_FAR in text:
+        return True
+    bare = _TOOL_TAGS.sub("", text).strip()
+    if not (bare.startswith("{") and bare.endswith("}")):
+        return False
+    try:
+        value = json.loads(bare)
+    except ValueError:
+        return False
+    return isinstance(value, dict) and "name" not in value
 
 
 def choice_label(choice: str | dict) -> str:
@@ -111,7 +125,7 @@ class Agent:
             turn.steps.append(step)
             fresh = [c for c in reply.calls if c.key not in done]
             step.kind, named = self._classify(reply, fresh, mode == "answer", tools, turn)
-            if step.kind in ("answer", "incomplete", "verify") and mode == "chat" and echoed(reply.content, interaction):
+            if step.kind in ("answer", "incomplete", "verify") and mode != "answer" and pasted(reply.content, interaction):
                 step.kind, named = "repeat", None     # the result pasted back as the reply
             choice, note = "auto", ""
             if step.kind == "calls":

@@ -31,6 +31,8 @@ PROGRESS_NOW = ("Do not repeat a step that is done. If the request needs a step 
 
 DRAFT = "Your draft answer was: {answer}"
 
+DONE_SO_FAR = "Done so far, with what the tools returned:"
+
 ANSWER_SYSTEM = ("You are a helpful assistant running on the user's own machine. Answer in plain "
                  "sentences, using exact values. Never write JSON or code.")
 
@@ -109,7 +111,7 @@ def flat_request(user: str, calls: list, note: str, closing: str, limit: int, to
             else:     # without its arguments: shown them, small models send the same again
                 lines.append(f"- {c.name} failed: {clip(str(c.result.get('error')), 300)}."
                              + (" Fix the arguments and call it again." if tools_offered else ""))
-        parts.append("Done so far, with what the tools returned:\n" + "\n".join(lines))
+        parts.append(DONE_SO_FAR + "\n" + "\n".join(lines))
     if note:
         parts.append(note)
     parts.append(closing)

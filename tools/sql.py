@@ -10,6 +10,19 @@ from tools.registry import Registry
 
 MAX_ROWS = 50          # rows shown to the model; the rest is counted, not pasted into its context
 _SELECT = re.compile(r"^(\s|--[^\n]*\n|/\*.*?\*/)*select\b", re.IGNORECASE | re.DOTALL)
+_QUOTED = re.compile(r"'(?:[^']|'')*'")
+_PLACEHOLDER = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+
+
+def check_placeholders(sql: str, params: dict | None) -> None:
+    """Refuse :name placeholders that `params` does not fill, saying how to fix the call (the
+    database's own error names one parameter and a URL). Seen on the 1.5B with params left out
+    of the schema: 'VALUES (:service, :version, :day)' and no values, in 5 of 10 runs."""
+    missing = [n for n in dict.fromkeys(_PLACEHOLDER.findall(_QUOTED.sub("''", sql))) if n not in (params or {})]
+    if missing:
+        names = ", ".join(":" + n for n in missing)
+        raise ToolError(f"the statement has placeholders ({names}) that no value fills: write the values into "
+                        "the statement as literals ('orion', 42), or pass them in params")
 
 
 def rows_result(result: dict, max_rows: int = MAX_ROWS) -> dict:
@@ -37,6 +50,7 @@ def register(registry: Registry) -> None:
             # As the MCP reference SQLite server's write_query does: with the read sent to the
             # tool for reading, a caller's log says which calls could have changed data.
             raise ToolError("sql_exec is for statements that change data; run a SELECT with sql_query")
+        check_placeholders(sql, params)
         result = ctx.worker("POST", "/v1/sql/exec", json={"db": db, "sql": sql, "params": params})
         out = rows_result(result)
         out["rowcount"] = result.get("rowcount")
@@ -53,4 +67,5 @@ def register(registry: Registry) -> None:
             sql: one SELECT statement; write :name where a value goes
             params: values for the :name placeholders
         """
+        check_placeholders(sql, params)
         return rows_result(ctx.worker("POST", "/v1/sql/query", json={"db": db, "sql": sql, "params": params}))

@@ -357,3 +357,14 @@ def test_a_reply_pasting_back_a_tool_result_is_a_repeat_not_the_answer():
     assert [s.kind for s in turn.steps] == ["calls", "repeat", "answer"]
     assert turn.answer.startswith("Orion 4.2.1 moved")
     assert "tool_calls" not in json.dumps(fake.requests[2]["messages"])      # progress mode: results as text
+
+
+def test_a_json_object_or_the_loops_own_text_as_the_reply_is_a_repeat_too():
+    agent, fake, tools = search_agent([call("search", query="orion"), text('{"ok": true, "data": {"columns": ["source"]}}'),
+                                       text(prompts.DONE_SO_FAR + "\n- search(query=orion) returned: ..."),
+                                       text("Orion 4.2.1 moved the scheduler to a new queue and cut p99 latency in half.")])
+    try:
+        turn = agent.run("What changed in Orion 4.2.1?", tools)
+    finally:
+        fake.__exit__(None, None, None)
+    assert [s.kind for s in turn.steps] == ["calls", "repeat", "repeat", "answer"]

@@ -57,6 +57,11 @@ def test_sql_tools_write_a_real_sqlite_file(call, stack):
         assert wrong_tool["ok"] is False and wrong_tool["retryable"] is False and "sql_query" in wrong_tool["error"]
     call("sql_exec", db="facts", sql="INSERT INTO facts SELECT 'city', 'Lyon'")     # a write that selects is a write
     assert call("sql_query", db="facts", sql="SELECT count(*) AS n FROM facts")["rows"] == [[2]]
+    unfilled = call.raw("sql_exec", db="facts", sql="INSERT INTO facts VALUES (:k, :v)", params={"k": "sea"})
+    assert unfilled["ok"] is False and "(:v)" in unfilled["error"] and "literals" in unfilled["error"]
+    # a time's ':' is not a placeholder
+    call("sql_exec", db="facts", sql="INSERT INTO facts VALUES ('at', '12:30')")
+    assert call("sql_query", db="facts", sql="SELECT value FROM facts WHERE key = 'at'")["rows"] == [["12:30"]]
 
 
 def test_rag_tools_find_the_right_page_of_a_pdf(call, docs_dir):
