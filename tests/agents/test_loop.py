@@ -239,17 +239,22 @@ def status_agent(script):
     return Agent(ChatModel(fake.url), r, AgentConfig()), fake, r.openai_tools()
 
 
+def run_scripted(make_agent, script, request: str):
+    """One turn of `request` with the agent make_agent(script) builds; (turn, the scripted server)."""
+    agent, fake, tools = make_agent(script)
+    try:
+        return agent.run(request, tools), fake
+    finally:
+        fake.__exit__(None, None, None)
+
+
 ASK = "Which model is serving you, on which backend, and what is its context length?"
 
 
 def test_an_answer_leaving_out_a_requested_value_is_asked_for_in_answer_mode_at_most_twice():
-    agent, fake, tools = status_agent([call("status"), text("It is m-7b with a 4096-token context."),
+    turn, fake = run_scripted(status_agent, [call("status"), text("It is m-7b with a 4096-token context."),
                                        text("I'm sorry, but I can't assist with that."),
-                                       text("Still m-7b, 4096 tokens.")])
-    try:
-        turn = agent.run(ASK, tools)
-    finally:
-        fake.__exit__(None, None, None)
+                                       text("Still m-7b, 4096 tokens.")], ASK)
     assert [s.kind for s in turn.steps] == ["calls", "incomplete", "incomplete", "answer"]
     assert turn.answer == "Still m-7b, 4096 tokens."            # asked twice: this one stands
     assert turn.steps[1].observation == "answer mode: the answer left out backend (cpu)"
@@ -297,14 +302,11 @@ def search_agent(script):
 
 
 def test_an_answer_that_does_not_say_what_a_lookup_found_is_asked_for_with_the_passage():
-    agent, fake, tools = search_agent([calls(("search", {"query": "orion"}),
+    turn, fake = run_scripted(search_agent, [calls(("search", {"query": "orion"}),
                                              ("remember", {"text": "Orion notes are kept in the knowledge base kb-1 now."})),
                                        text("The Orion notes are in the knowledge base."),
-                                       text("Orion 4.2.1 moved the scheduler to a new queue, which cut p99 latency in half.")])
-    try:
-        turn = agent.run("What changed in Orion 4.2.1? Look it up, and note where you found it.", tools)
-    finally:
-        fake.__exit__(None, None, None)
+                                       text("Orion 4.2.1 moved the scheduler to a new queue, which cut p99 latency in half.")],
+                              "What changed in Orion 4.2.1? Look it up, and note where you found it.")
     assert [s.kind for s in turn.steps] == ["calls", "incomplete", "answer"]
     content = fake.requests[2]["messages"][-1]["content"]
     # The top hit, not the second one, nor the note that only echoes what the model wrote.
@@ -318,11 +320,7 @@ def test_an_answer_that_does_not_say_what_a_lookup_found_is_asked_for_with_the_p
 
 
 def test_a_complete_answer_ends_the_turn_and_given_values_are_not_required():
-    agent, fake, tools = status_agent([call("status"), text("m-7b on CPU, context 4,096.")])   # as the checks read it
-    try:
-        turn = agent.run(ASK, tools)
-    finally:
-        fake.__exit__(None, None, None)
+    turn, fake = run_scripted(status_agent, [call("status"), text("m-7b on CPU, context 4,096.")], ASK)  # as checks read it
     assert [s.kind for s in turn.steps] == ["calls", "answer"]
     from agents.steps import ToolCallRecord
     done = [ToolCallRecord("1", "status", {}, {"ok": True, "data": STATUS}, 0.0)]
@@ -348,23 +346,17 @@ def test_a_reply_pasting_back_a_tool_result_is_a_repeat_not_the_answer():
     pasted = "<tool_response>\n" + json.dumps({"ok": True, "data": {"hits": [
         {"source": "kb-1", "text": "Orion 4.2.1 moved the scheduler to a new queue and cut p99 latency in half.",
          "score": 0.9}]}}) + "\n</tool_response>"
-    agent, fake, tools = search_agent([call("search", query="orion"), text(pasted),
-                                       text("Orion 4.2.1 moved the scheduler to a new queue and cut p99 latency in half.")])
-    try:
-        turn = agent.run("What changed in Orion 4.2.1?", tools)
-    finally:
-        fake.__exit__(None, None, None)
+    turn, fake = run_scripted(search_agent, [call("search", query="orion"), text(pasted),
+                                             text("Orion 4.2.1 moved the scheduler to a new queue and cut p99 latency in half.")],
+                              "What changed in Orion 4.2.1?")
     assert [s.kind for s in turn.steps] == ["calls", "repeat", "answer"]
     assert turn.answer.startswith("Orion 4.2.1 moved")
     assert "tool_calls" not in json.dumps(fake.requests[2]["messages"])      # progress mode: results as text
 
 
 def test_a_json_object_or_the_loops_own_text_as_the_reply_is_a_repeat_too():
-    agent, fake, tools = search_agent([call("search", query="orion"), text('{"ok": true, "data": {"columns": ["source"]}}'),
+    turn, fake = run_scripted(search_agent, [call("search", query="orion"), text('{"ok": true, "data": {"columns": ["source"]}}'),
                                        text(prompts.DONE_SO_FAR + "\n- search(query=orion) returned: ..."),
-                                       text("Orion 4.2.1 moved the scheduler to a new queue and cut p99 latency in half.")])
-    try:
-        turn = agent.run("What changed in Orion 4.2.1?", tools)
-    finally:
-        fake.__exit__(None, None, None)
+                                       text("Orion 4.2.1 moved the scheduler to a new queue and cut p99 latency in half.")],
+                              "What changed in Orion 4.2.1?")
     assert [s.kind for s in turn.steps] == ["calls", "repeat", "repeat", "answer"]
