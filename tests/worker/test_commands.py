@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -85,6 +86,7 @@ def test_the_worker_keeps_jax_from_reserving_the_gpu(tmp_path, monkeypatch):
 
     from samevm.cli import main
     seen = {}
+    monkeypatch.setattr(tempfile, "tempdir", tempfile.tempdir)     # the command points it at its data dir
     monkeypatch.delenv("XLA_PYTHON_CLIENT_PREALLOCATE", raising=False)
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.update(preallocate=os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE")))
     assert main(["--home", str(tmp_path / "home"), "worker", "--port", str(free_port())]) == 0
