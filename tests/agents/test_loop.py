@@ -342,21 +342,23 @@ def test_a_failed_call_asks_for_a_fix_only_while_tools_are_offered(agent_for, re
     assert "- broken failed: refused: no." in answer and "Fix the arguments" not in answer     # nothing to call with
 
 
-def test_a_reply_pasting_back_a_tool_result_is_a_repeat_not_the_answer():
+def test_a_reply_pasting_back_a_tool_result_is_not_the_answer():
     pasted = "<tool_response>\n" + json.dumps({"ok": True, "data": {"hits": [
         {"source": "kb-1", "text": "Orion 4.2.1 moved the scheduler to a new queue and cut p99 latency in half.",
          "score": 0.9}]}}) + "\n</tool_response>"
     turn, fake = run_scripted(search_agent, [call("search", query="orion"), text(pasted),
                                              text("Orion 4.2.1 moved the scheduler to a new queue and cut p99 latency in half.")],
                               "What changed in Orion 4.2.1?")
-    assert [s.kind for s in turn.steps] == ["calls", "repeat", "answer"]
+    assert [s.kind for s in turn.steps] == ["calls", "pasted", "answer"]
     assert turn.answer.startswith("Orion 4.2.1 moved")
     assert "tool_calls" not in json.dumps(fake.requests[2]["messages"])      # progress mode: results as text
 
 
-def test_a_json_object_or_the_loops_own_text_as_the_reply_is_a_repeat_too():
+def test_a_json_object_or_the_loops_own_text_as_the_reply_is_pasted_too():
     turn, fake = run_scripted(search_agent, [call("search", query="orion"), text('{"ok": true, "data": {"columns": ["source"]}}'),
                                        text(prompts.DONE_SO_FAR + "\n- search(query=orion) returned: ..."),
                                        text("Orion 4.2.1 moved the scheduler to a new queue and cut p99 latency in half.")],
                               "What changed in Orion 4.2.1?")
-    assert [s.kind for s in turn.steps] == ["calls", "repeat", "repeat", "answer"]
+    # Neither spends a repeat: the third request is still in progress mode, tools offered.
+    assert [s.kind for s in turn.steps] == ["calls", "pasted", "pasted", "answer"]
+    assert fake.requests[3]["tools"] and fake.requests[3]["messages"][0]["content"] != prompts.ANSWER_SYSTEM
