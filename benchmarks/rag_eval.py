@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from importlib.metadata import version
@@ -25,6 +24,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchmarks.provenance import commit as head_commit  # noqa: E402
 
 from rag import sources  # noqa: E402
 from worker.services import Services  # noqa: E402
@@ -131,7 +131,7 @@ def main() -> int:
         "results": results, "llm_comparison": llm, "not_measured": not_measured,
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version()},
         "versions": {m: version(m) for m in ("chromadb", "bm25s", "pypdf", "sentence-transformers", "torch")},
-        "git_commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip(),
+        "git_commit": head_commit(short=False),
         "date": time.strftime("%Y-%m-%d"),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

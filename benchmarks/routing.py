@@ -30,6 +30,7 @@ import httpx
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from benchmarks.provenance import commit as head_commit  # noqa: E402
 
 from agents.config import AgentConfig  # noqa: E402
 from agents.loop import Agent  # noqa: E402
@@ -219,7 +220,7 @@ def main(argv=None) -> int:
             if worker:
                 worker.terminate()
                 worker.wait(20)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    commit = head_commit()
     report = {"benchmark": "routing", "date": time.strftime("%Y-%m-%d"), "commit": commit,
               "cpu": platform.machine(), "cores": os.cpu_count(), "python": platform.python_version(),
               "reps": args.reps, "tasks": list(tasks(0)), "tool_retries": args.retries,

@@ -17,7 +17,6 @@ import os
 import platform
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from importlib.metadata import version
@@ -26,6 +25,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchmarks.provenance import commit as head_commit  # noqa: E402
 
 import soundfile as sf  # noqa: E402
 
@@ -94,7 +94,7 @@ def main() -> int:
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
                     "load_average_at_end": os.getloadavg()},
         "versions": {m: version(m) for m in ("piper-tts", "faster-whisper", "ctranslate2", "onnxruntime")},
-        "git_commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip(),
+        "git_commit": head_commit(short=False),
         "date": time.strftime("%Y-%m-%d"),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
