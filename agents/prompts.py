@@ -191,19 +191,24 @@ def passages(user: str, calls: list) -> list[tuple[str, str]]:
         echoed = {str(v).strip().lower() for v in (c.arguments.values() if isinstance(c.arguments, dict) else [])}
         for name, value in fields(c.result.get("data")):
             text = " ".join(str(value).split())
-            if isinstance(value, str) and name not in NOT_PASSAGES and len(text.split()) >= PASSAGE_WORDS \
+            if isinstance(value, str) and name not in NOT_PASSAGES and is_passage(text) \
                     and text.lower() not in given and text.lower() not in echoed:
                 out.append((f"the {c.name} passage", clip(text, PASSAGE_CHARS)))
                 break
     return out
 
 
+def is_passage(text: str) -> bool:
+    return len(text.split()) >= PASSAGE_WORDS
+
+
 def missing(answer: str, needed: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """The needed (field, value) pairs an answer does not state: a value word for word, a
     passage by what it says."""
-    absent = set(lacks(answer or "", [value for _, value in needed if len(value.split()) < PASSAGE_WORDS]))
+    answer = answer or ""
+    absent = set(lacks(answer, [value for _, value in needed if not is_passage(value)]))
     return [(name, value) for name, value in needed
-            if (value in absent if len(value.split()) < PASSAGE_WORDS else not mentions(answer or "", value))]
+            if (not mentions(answer, value) if is_passage(value) else value in absent)]
 
 
 def listing(needed: list[tuple[str, str]]) -> str:
