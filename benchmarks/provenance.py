@@ -1,0 +1,17 @@
+"""Which commit a benchmark ran at, for its JSON."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def commit(short: bool = True) -> str:
+    """HEAD of this checkout, or SAMEVM_COMMIT where set: the device tool sends the working tree
+    with a .git from earlier in the session, so a copied tree names its commit there."""
+    if os.environ.get("SAMEVM_COMMIT"):
+        return os.environ["SAMEVM_COMMIT"]
+    return subprocess.run(["git", "rev-parse", *(["--short"] if short else []), "HEAD"], cwd=ROOT,
+                          capture_output=True, text=True).stdout.strip()
