@@ -2,6 +2,7 @@
 run time, so a broken kernel fails CI (which has nvcc but no GPU)."""
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 
@@ -30,3 +31,25 @@ def test_kernel_compiles(src, arch, tmp_path):
                "-o", str(tmp_path / "k.cubin"), *[f"-D{k}={v}" for k, v in defines.items()]]
         done = subprocess.run(cmd, capture_output=True, text=True)
         assert done.returncode == 0, f"{' '.join(cmd)}\n{done.stderr}"
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+@pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.name)
+def test_kernels_wait_before_writing(src, tmp_path):
+    """Captured decode steps launch every kernel with programmatic dependent launch, so each
+    may start before the previous kernel ends: every entry point must wait for it
+    (griddepcontrol.wait, common.cuh pdl_wait) and store nothing before that wait."""
+    ptx = tmp_path / "k.ptx"
+    cmd = ["nvcc", "-arch=sm_90", "-ptx", "-std=c++17", f"-I{KERNELS}", str(src), "-o", str(ptx),
+           *[f"-D{k}={v}" for k, v in variants(src)[0].items()]]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    text = ptx.read_text()
+    entries = list(re.finditer(r"\.entry (\w+)\(", text))
+    assert entries, "no kernels in the PTX"
+    for entry in entries:
+        body = text[entry.end():text.find("\n}\n", entry.end())]
+        wait = body.find("griddepcontrol.wait")
+        assert wait > 0, f"{entry.group(1)} never calls pdl_wait()"
+        early = re.findall(r"\b(?:st\.global|atom\.global|red\.global)\S*", body[:wait])
+        assert not early, f"{entry.group(1)} writes before pdl_wait(): {early}"

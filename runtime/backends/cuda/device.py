@@ -39,6 +39,31 @@ def _loaded_cublas():
     return None
 
 
+# Programmatic dependent launch through the driver (CuPy's RawKernel takes no launch attributes).
+_ATTR_PROGRAMMATIC_STREAM_SERIALIZATION = 6      # CUlaunchAttributeID
+
+
+class _LaunchAttribute(ctypes.Structure):
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_int * 16)]
+
+
+class _LaunchConfig(ctypes.Structure):
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("smem", ctypes.c_uint),
+                ("stream", ctypes.c_void_p), ("attrs", ctypes.POINTER(_LaunchAttribute)),
+                ("num_attrs", ctypes.c_uint)]
+
+
+def _launch_kernel_ex():
+    """The driver's cuLaunchKernelEx, typed, or None (no driver, or one older than CUDA 12)."""
+    try:
+        fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernelEx
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.POINTER(_LaunchConfig), ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]
+    fn.restype = ctypes.c_int
+    return fn
+
+
 class CaptureError(RuntimeError):
     """Something in a forward pass cannot be captured into a CUDA graph."""
 
@@ -101,6 +126,11 @@ class CupyDevice:
             lib.cublasSetWorkspace_v2(ctypes.c_void_p(self._handle), ctypes.c_void_p(self._workspace.data.ptr),
                                       ctypes.c_size_t(CUBLAS_WORKSPACE)) == 0
         self._gemm_ex = _gemm_ex(lib)
+        # Kernels captured into a decode graph may start while the previous one finishes
+        # (common.cuh, pdl_wait): Hopper and later; SAMEVM_CUDA_PDL=0 turns it off.
+        self.launch_ex = _launch_kernel_ex() if props["major"] >= 9 and \
+            os.environ.get("SAMEVM_CUDA_PDL", "1") != "0" else None
+        self.capturing = False
 
     def use(self) -> None:
         """Make the backend's stream current for this thread (cupy array ops follow it)."""
@@ -163,6 +193,7 @@ class CupyDevice:
         failure inside ends the capture and is raised as CaptureError."""
         cupy = self.xp
         self.stream.begin_capture()
+        self.capturing = True
         try:
             result = fn()
         except (cupy.cuda.runtime.CUDARuntimeError, cupy.cuda.driver.CUDADriverError,
@@ -172,6 +203,8 @@ class CupyDevice:
             except cupy.cuda.runtime.CUDARuntimeError as again:   # the capture was invalidated
                 e.add_note(f"ending the capture: {again}")
             raise CaptureError(str(e)) from e
+        finally:
+            self.capturing = False
         graph = self.stream.end_capture()
         if hasattr(graph, "upload"):
             graph.upload(self.stream)
@@ -190,7 +223,32 @@ class _Launcher:
             self.fn.max_dynamic_shared_size_bytes = smem
             self.smem_limit = smem
         args = tuple(np.uint64(0) if a is None else a for a in args)
-        self.fn(tuple(grid), tuple(block), args, shared_mem=smem)   # on the current stream
+        if self.dev.capturing and self.dev.launch_ex is not None:
+            self._launch_pdl(grid, block, args, smem)
+        else:
+            self.fn(tuple(grid), tuple(block), args, shared_mem=smem)   # on the current stream
+
+    def _launch_pdl(self, grid, block, args, smem: int) -> None:
+        """cuLaunchKernelEx with programmatic stream serialization on the device's stream."""
+        values = [ctypes.create_string_buffer(_arg_bytes(a)) for a in args]
+        params = (ctypes.c_void_p * max(1, len(values)))(*[ctypes.cast(v, ctypes.c_void_p) for v in values])
+        attr = _LaunchAttribute(id=_ATTR_PROGRAMMATIC_STREAM_SERIALIZATION)
+        attr.value[0] = 1
+        dims = lambda d: (ctypes.c_uint * 3)(*(tuple(d) + (1, 1, 1))[:3])
+        config = _LaunchConfig(dims(grid), dims(block), smem, self.dev.stream.ptr, ctypes.pointer(attr), 1)
+        status = self.dev.launch_ex(ctypes.byref(config), self.fn.kernel.ptr, params, None)
+        if status != 0:
+            raise self.dev.xp.cuda.driver.CUDADriverError(status)
+
+
+def _arg_bytes(a) -> bytes:
+    """A kernel argument as the bytes its C parameter holds: a device array's address or a
+    numpy scalar's value."""
+    if isinstance(a, np.generic):
+        return a.tobytes()
+    if hasattr(a, "data") and hasattr(a.data, "ptr"):
+        return np.uint64(a.data.ptr).tobytes()
+    raise TypeError(f"kernel argument of type {type(a).__name__}: pass a device array, None or a numpy scalar")
 
 
 class _CupyGraph:

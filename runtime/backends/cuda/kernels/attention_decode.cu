@@ -39,6 +39,16 @@ extern "C" __global__ void __launch_bounds__(AD_THREADS) attention_decode(
   const int* table = tables + (i64)b * table_stride[0];
   const int per = ((L + block_size - 1) / block_size + S - 1) / S;
   const int start = min(L, s * per * block_size), end = min(L, (s + 1) * per * block_size);
+  {                           // this block's first tile of cached K/V rows: before the wait
+    const int p = start + tid;  // (the new token's slot is written below, after it)
+    if (p < end) {
+      const i64 slot = (i64)table[p / block_size] * block_size + p % block_size;
+      prefetch_lines(k_cache + (slot * Hkv + g) * D, D * sizeof(KV_T));
+      prefetch_lines(v_cache + (slot * Hkv + g) * D, D * sizeof(KV_T));
+    }
+  }
+  pdl_wait();
+  pdl_launch();
   const float* row = qkv + (i64)b * (Hq + 2 * Hkv) * D;
   const float* cr = cos_t + (i64)pos * (D / 2);
   const float* sr = sin_t + (i64)pos * (D / 2);

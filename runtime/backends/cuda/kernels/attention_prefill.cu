@@ -18,6 +18,8 @@
 extern "C" __global__ void __launch_bounds__(AP_THREADS) attention_prefill(
     const float* q, int Hq, int Hkv, const int* tiles, const int* tables, const int* table_stride,
     int block_size, float scale, const KV_T* k_cache, const KV_T* v_cache, float* out) {
+  pdl_wait();
+  pdl_launch();
   constexpr int D = HEAD_DIM, DT = D / 4, KT = D > 128 ? 16 : 32;
   __shared__ __align__(16) float ks[KT][D];
   __shared__ __align__(16) float vs[KT][D];

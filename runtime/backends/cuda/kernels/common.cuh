@@ -16,6 +16,34 @@ typedef unsigned long long u64;
 #endif
 
 #define FULL_MASK 0xffffffffu
+
+// Programmatic dependent launch (sm_90; no-ops elsewhere and in the emulator). Inside a
+// captured decode step every kernel is launched so that it may start while the kernel before
+// it is still running (device.py). Before pdl_wait() a kernel may only read what the step
+// does not write (weights, block tables, the cache of earlier steps) and must write nothing;
+// pdl_wait() returns once the previous kernel has finished and its writes are visible.
+// pdl_launch() then lets the next kernel's blocks start on free SMs: called after the wait, so
+// at most two kernels ever overlap. Every extern "C" kernel calls pdl_wait() (a CPU test checks).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(EMULATOR)
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void pdl_launch() { asm volatile("griddepcontrol.launch_dependents;" :::); }
+#else
+__device__ __forceinline__ void pdl_wait() {}
+__device__ __forceinline__ void pdl_launch() {}
+#endif
+
+// Ask L2 for the 128-byte lines of [p, p + bytes): weights a kernel reads after pdl_wait()
+// stream in while the previous kernel finishes. prefetch_l2 spreads the lines over a warp.
+__device__ __forceinline__ void prefetch_lines(const void* p, long long bytes, int first = 0, int step = 1) {
+#if defined(__CUDA_ARCH__) && !defined(EMULATOR)
+  const char* c = static_cast<const char*>(p);
+  for (long long off = 128LL * first; off < bytes; off += 128LL * step)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(c + off));
+#endif
+}
+__device__ __forceinline__ void prefetch_l2(const void* p, long long bytes, int lane) {
+  prefetch_lines(p, bytes, lane, 32);
+}
 #define NEG_INF __int_as_float(0xff800000)
 
 __device__ __forceinline__ float warp_sum(float v) {

@@ -105,10 +105,14 @@ __device__ __forceinline__ void dequant(const Segment* segs, int nseg, int K, co
 
 extern "C" __global__ void dequant_f32(const Segment* segs, int nseg, int K, const int* ids,
                                        int row0, float* out, int ldo) {
+  pdl_wait();
+  pdl_launch();
   dequant(segs, nseg, K, ids, row0, out, ldo);
 }
 
 extern "C" __global__ void dequant_f16(const Segment* segs, int nseg, int K, const int* ids,
                                        int row0, __half* out, int ldo) {
+  pdl_wait();
+  pdl_launch();
   dequant(segs, nseg, K, ids, row0, out, ldo);
 }

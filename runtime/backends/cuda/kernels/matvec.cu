@@ -147,6 +147,26 @@ __device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int
   __shared__ float red[32];
   const int t0 = blockIdx.y * T, nt = min(T, ntok - t0);
   if (nt <= 0) return;          // the whole block: no token rows here (x would be read at row -1)
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int out0 = (blockIdx.x * MV_WARPS + warp) * (mode == 0 ? 2 : 1);
+  const int rows[2] = {min(out0, n_out - 1), mode == 0 ? min(out0 + 1, n_out - 1) : min(out0, n_out - 1) + n_out};
+  const u8* q[2];                 // (odd N: the last row twice; a warp past n_out idles)
+  const u8* s[2];
+  int qt = 0;
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    const Segment& g = find_segment(segs, nseg, rows[r]);
+    q[r] = reinterpret_cast<const u8*>(g.q) + (rows[r] - g.row0) * g.q_row_bytes;
+    s[r] = reinterpret_cast<const u8*>(g.s) + (rows[r] - g.row0) * g.s_row_bytes;
+    qt = (int)g.qtype;
+    if (out0 < n_out && blockIdx.y == 0) {      // the weights: before the wait
+      prefetch_l2(q[r], g.q_row_bytes, lane);
+      prefetch_l2(s[r], g.s_row_bytes, lane);
+    }
+  }
+  pdl_wait();
+  pdl_launch();
+
   const float* xbase = x + (i64)t0 * ldx;
   int ld = ldx;
   if (norm_w != nullptr) {
@@ -158,21 +178,7 @@ __device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int
     xbase = xs;
     ld = K;
   }
-
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int out0 = (blockIdx.x * MV_WARPS + warp) * (mode == 0 ? 2 : 1);
   if (out0 >= n_out) return;
-  const int rows[2] = {out0, mode == 0 ? min(out0 + 1, n_out - 1) : out0 + n_out};  // odd N: last row twice
-  const u8* q[2];
-  const u8* s[2];
-  int qt = 0;
-#pragma unroll
-  for (int r = 0; r < 2; r++) {
-    const Segment& g = find_segment(segs, nseg, rows[r]);
-    q[r] = reinterpret_cast<const u8*>(g.q) + (rows[r] - g.row0) * g.q_row_bytes;
-    s[r] = reinterpret_cast<const u8*>(g.s) + (rows[r] - g.row0) * g.s_row_bytes;
-    qt = (int)g.qtype;
-  }
   const float* xr[T];
 #pragma unroll
   for (int t = 0; t < T; t++) xr[t] = xbase + (i64)min(t, nt - 1) * ld;

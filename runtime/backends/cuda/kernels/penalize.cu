@@ -9,6 +9,8 @@
 extern "C" __global__ void penalize(float* logits, int ld, const int* rows, const int* ids,
                                     const float* counts, int n, const float* rep,
                                     const float* freq, const float* pres, int mode) {
+  pdl_wait();
+  pdl_launch();
   const int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= n) return;
   const int r = rows[e];

@@ -27,10 +27,14 @@ __device__ __forceinline__ void rms_norm(const float* a, const float* b, const f
 
 extern "C" __global__ void rms_norm_f32(const float* a, const float* b, const float* w, float eps,
                                         int K, float* sum, float* out) {
+  pdl_wait();
+  pdl_launch();
   rms_norm(a, b, w, eps, K, sum, out);
 }
 
 extern "C" __global__ void rms_norm_f16(const float* a, const float* b, const float* w, float eps,
                                         int K, float* sum, __half* out) {
+  pdl_wait();
+  pdl_launch();
   rms_norm(a, b, w, eps, K, sum, out);
 }

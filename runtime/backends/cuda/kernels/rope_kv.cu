@@ -13,6 +13,8 @@ extern "C" __global__ void __launch_bounds__(128) rope_kv(
     const float* qkv, int Hq, int Hkv, const int* pos, const int* slots, const float* cos_t,
     const float* sin_t, const float* q_norm, const float* k_norm, float eps, int interleaved,
     float* q_out, KV_T* k_cache, KV_T* v_cache) {
+  pdl_wait();
+  pdl_launch();
   constexpr int D = HEAD_DIM;
   __shared__ float tmp[4][D];
   const int t = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;

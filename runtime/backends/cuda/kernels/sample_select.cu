@@ -26,6 +26,8 @@ extern "C" __global__ void __launch_bounds__(SS_THREADS) sample_select(
     const float* logits, const float* raw, int V, int ld, const int* masks, int mask_words,
     const float* temperature, const int* top_k, const float* top_p, const float* min_p,
     const float* uniforms, const float* lse, float* probs, float* out) {
+  pdl_wait();
+  pdl_launch();
   __shared__ float redv[32];
   __shared__ int redi[32];
   __shared__ double redd[32];

@@ -20,6 +20,8 @@
 extern "C" __global__ void __launch_bounds__(SS_THREADS) sample_stats(
     const float* logits, int V, int ld, float* out, float* lse_out, float* part_m, int* part_id,
     double* part_sw, int* counters) {
+  pdl_wait();
+  pdl_launch();
   __shared__ float redv[32];
   __shared__ int redi[32];
   __shared__ double redd[32];

@@ -6,6 +6,8 @@
 #include "common.cuh"
 
 extern "C" __global__ void silu_mul(const float* y, int T, int F, float* out) {
+  pdl_wait();
+  pdl_launch();
   const i64 n = (i64)T * F;
   for (i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (i64)gridDim.x * blockDim.x) {
     const i64 t = e / F, j = e % F;

@@ -8,6 +8,8 @@
 extern "C" __global__ void __launch_bounds__(1024) topk_logprobs(const float* logits, int V, int ld,
                                                                  const float* lse, int k, int* ids,
                                                                  float* lps) {
+  pdl_wait();
+  pdl_launch();
   __shared__ float redv[32];
   __shared__ int redi[32];
   const int r = blockIdx.x;
