@@ -18,7 +18,8 @@ def variants(src):
     if src.name not in TEMPLATED:
         return [{}]
     return [{"HEAD_DIM": 128, "KV_T": "__half"}, {"HEAD_DIM": 64, "KV_T": "__nv_bfloat16"},
-            {"HEAD_DIM": 16, "KV_T": "float"}, {"HEAD_DIM": 256, "KV_T": "__half"}]
+            {"HEAD_DIM": 16, "KV_T": "float"}, {"HEAD_DIM": 256, "KV_T": "__half"},
+            {"HEAD_DIM": 128, "KV_T": "__half", "MAX_GROUP": 2}]
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")

@@ -24,7 +24,7 @@ def splits(ops, num_seqs: int, n_kv_heads: int) -> int:
 def attention(ops, qkv, kv, layer: int, fb: CUDABatch, rope, p: AttentionParams):
     D, Hq, Hkv = p.head_dim, p.n_heads, p.n_kv_heads
     assert Hq % Hkv == 0 and Hq // Hkv <= 16, "attention kernels take up to 16 query heads a KV head"
-    mods = ops.attention_kernels(D)
+    mods = ops.attention_kernels(D, Hq // Hkv)
     k_cache, v_cache = kv[layer, 0], kv[layer, 1]
     T = fb.num_tokens
     out = ops.alloc((T, Hq * D), np.float32)

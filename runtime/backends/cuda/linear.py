@@ -50,6 +50,8 @@ def linear(ops, x, w: QuantLinear, bias=None, act: str | None = None):
     return gemm(ops, x, w, bias, act)
 
 
+MV_WARPS = 8                # matvec.cu: warps a block, 1-2 weight rows each
+NORMED_BLOCKS_PER_SM = 2    # a norm-fused matvec's grid: 16 warps an SM, the prologue paid twice an SM
 NORM_ONCE_ROWS = 65536      # from this many outputs (the lm_head) the norm runs once, not in every block
 
 
@@ -69,14 +71,17 @@ def matvec(ops, x, w: QuantLinear, bias, act):
         if smem > ops.dev.max_smem - 1024:
             x, smem = materialize(ops, x), 0
     out = ops.alloc((T, n_out), np.float32)
-    per_block = 4 * (1 if mode else 2)
-    grid = ((n_out + per_block - 1) // per_block, (T + tk - 1) // tk)
+    per_block = MV_WARPS * (1 if mode else 2)
+    groups = (n_out + per_block - 1) // per_block
+    if isinstance(x, Normed):   # every block norms x again in its prologue: few blocks, more rows each
+        groups = min(groups, NORMED_BLOCKS_PER_SM * ops.dev.sm_count)
+    grid = (groups, (T + tk - 1) // tk)
     if isinstance(x, Normed):
         inputs = (None, np.int32(K), np.int32(T), x.a, x.b, x.weight, np.float32(x.eps),
                   x.sum_out if x.b is not None else None)
     else:
         inputs = (x, np.int32(K), np.int32(T), None, None, None, np.float32(0), None)
-    getattr(ops.dev.kernels("matvec"), f"matvec_t{tk}")(grid, (128,), (
+    getattr(ops.dev.kernels("matvec", MV_WARPS=MV_WARPS), f"matvec_t{tk}")(grid, (32 * MV_WARPS,), (
         w.table, np.int32(len(w.segments)), np.int32(K), np.int32(n_out), np.int32(mode), *inputs,
         bias, out, np.int32(n_out)), smem)
     return out

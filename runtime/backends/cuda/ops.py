@@ -80,9 +80,15 @@ class CUDAOps:
             self._scratch = self.xp.empty(SCRATCH_VALUES * 4, np.uint8)
         return self._scratch[:SCRATCH_VALUES * np.dtype(dtype).itemsize].view(dtype)
 
-    def attention_kernels(self, head_dim: int) -> dict:
+    def attention_kernels(self, head_dim: int, group: int | None = None) -> dict:
+        """The attention kernels for this head size; attention_decode also for `group` query
+        heads a KV head (its per-head arrays are sized by the next power of two)."""
         defines = {"HEAD_DIM": head_dim, "KV_T": self.kv_ctype}
-        return {f: self.dev.kernels(f, **defines) for f in ("attention_decode", "attention_prefill", "rope_kv")}
+        mods = {f: self.dev.kernels(f, **defines) for f in ("attention_prefill", "rope_kv")}
+        if group is not None:
+            mods["attention_decode"] = self.dev.kernels(
+                "attention_decode", MAX_GROUP=1 << (group - 1).bit_length(), **defines)
+        return mods
 
     # ---- weights, once at load -----------------------------------------------------
     def linear_weight(self, parts: list[GGUFTensor]) -> QuantLinear:
@@ -105,6 +111,7 @@ class CUDAOps:
     def kv_cache(self, n_layers, num_blocks, block_size, n_kv_heads, head_dim):
         self.dev.use()
         self.attention_kernels(head_dim)      # compile (or load from CuPy's cache) now, not mid-request
+        # (attention_decode compiles at the first decode step: it is sized by the query group)
         self.trash_block = num_blocks
         max_blocks = max(1, num_blocks)
         self.graphs = DecodeGraphs(self, max_blocks, self.max_graph_batch) if self.use_graphs else None

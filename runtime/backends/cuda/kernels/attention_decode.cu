@@ -14,7 +14,9 @@
 #include "rope.cuh"
 
 #define AD_THREADS 128
-#define MAX_GROUP 16
+#ifndef MAX_GROUP
+#define MAX_GROUP 16    // query heads a KV head, rounded up to a power of two (attention.py)
+#endif
 
 extern "C" __global__ void __launch_bounds__(AD_THREADS) attention_decode(
     const float* qkv, int Hq, int Hkv, const int* ctx_lens, const int* slots, const int* tables,
@@ -22,13 +24,18 @@ extern "C" __global__ void __launch_bounds__(AD_THREADS) attention_decode(
     const float* q_norm, const float* k_norm, float eps, int interleaved, float scale,
     KV_T* k_cache, KV_T* v_cache, float* out, float* part_acc, float* part_ml, int* counters) {
   constexpr int D = HEAD_DIM;
-  constexpr int DPT = D >= AD_THREADS ? D / AD_THREADS : 1;   // dims a thread owns in P.V
-  constexpr int NPART = D >= AD_THREADS ? 1 : AD_THREADS / D; // position groups when D < 128
+  // P.V: lane owns DL consecutive dims of a V row (8- or 16-byte loads), LPR lanes a row, so
+  // the block reads NG rows at once and a thread sums every NG-th position of a tile.
+  constexpr int DL = D >= 128 ? D / 32 : 4;
+  constexpr int LPR = D / DL, NG = (AD_THREADS / 32) * (32 / LPR);
   constexpr int KB = D / 8 < 8 ? D / 8 : 8;                   // K loads in flight a thread
-  constexpr int VB = 16;                                      // V loads in flight a thread
+  constexpr int VB = 64 / DL;                                 // V loads in flight a thread
   __shared__ __align__(16) float qs[MAX_GROUP][D];
   __shared__ float tmp[4][D];
-  __shared__ float sc[MAX_GROUP][AD_THREADS];
+  constexpr int NW = AD_THREADS / 32;
+  constexpr int SC = MAX_GROUP * AD_THREADS > NW * D ? MAX_GROUP * AD_THREADS : NW * D;
+  __shared__ __align__(16) float sc_buf[SC];  // scores [MAX_GROUP][AD_THREADS]; at the end the P.V sums
+  float (*sc)[AD_THREADS] = reinterpret_cast<float (*)[AD_THREADS]>(sc_buf);
   __shared__ float m_run[MAX_GROUP], l_run[MAX_GROUP], corr[MAX_GROUP];
   __shared__ int is_last;
   __shared__ i64 slot_s[AD_THREADS];      // cache slot of each position of the current tile
@@ -47,11 +54,17 @@ extern "C" __global__ void __launch_bounds__(AD_THREADS) attention_decode(
       prefetch_lines(v_cache + (slot * Hkv + g) * D, D * sizeof(KV_T));
     }
   }
+  const float* cr = cos_t + (i64)pos * (D / 2);
+  const float* sr = sin_t + (i64)pos * (D / 2);
+  if (warp == 0) {            // the q/k norm weights and this position's cos/sin rows, into L1
+    if (q_norm != nullptr) prefetch_lines<true>(q_norm, D * 4, lane, 32);
+    if (k_norm != nullptr) prefetch_lines<true>(k_norm, D * 4, lane, 32);
+    prefetch_lines<true>(cr, D * 2, lane, 32);
+    prefetch_lines<true>(sr, D * 2, lane, 32);
+  }
   pdl_wait();
   pdl_launch();
   const float* row = qkv + (i64)b * (Hq + 2 * Hkv) * D;
-  const float* cr = cos_t + (i64)pos * (D / 2);
-  const float* sr = sin_t + (i64)pos * (D / 2);
 
   for (int j = warp; j < G; j += 4)
     norm_rope_head<D>(row + (g * G + j) * D, tmp[warp], q_norm, eps, cr, sr, interleaved,
@@ -70,12 +83,12 @@ extern "C" __global__ void __launch_bounds__(AD_THREADS) attention_decode(
   if (tid < G) { m_run[tid] = NEG_INF; l_run[tid] = 0.0f; }
   __syncthreads();
 
-  const int d0 = D >= AD_THREADS ? tid : tid % D, part = D >= AD_THREADS ? 0 : tid / D;
-  float acc[MAX_GROUP][DPT];
+  const int d0 = (lane % LPR) * DL, part = warp * (32 / LPR) + lane / LPR;
+  float acc[MAX_GROUP][DL];
 #pragma unroll
   for (int j = 0; j < MAX_GROUP; j++)
 #pragma unroll
-    for (int k = 0; k < DPT; k++) acc[j][k] = 0.0f;
+    for (int k = 0; k < DL; k++) acc[j][k] = 0.0f;
 
   for (int t0 = start; t0 < end; t0 += AD_THREADS) {
     const int p = t0 + tid;
@@ -132,63 +145,63 @@ extern "C" __global__ void __launch_bounds__(AD_THREADS) attention_decode(
     for (int j = 0; j < MAX_GROUP; j++)
       if (j < G)
 #pragma unroll
-        for (int k = 0; k < DPT; k++) acc[j][k] *= corr[j];
+        for (int k = 0; k < DL; k++) acc[j][k] *= corr[j];
     const int n = min(AD_THREADS, end - t0);
     // Slots from shared memory, so the V loads are independent; VB positions' loads are
     // issued before any is used (unconditionally: a position past n reads position n - 1
     // and counts 0). One load and its FMAs a trip, as compiled before, were a dependent
     // cache round trip per position.
-    for (int i0 = part; i0 < n; i0 += NPART * VB) {
-      float v[VB][DPT];
+    for (int i0 = part; i0 < n; i0 += NG * VB) {
+      float v[VB][DL];
 #pragma unroll
       for (int u = 0; u < VB; u++) {
-        const int i = min(i0 + u * NPART, n - 1);
-        const KV_T* vp = v_cache + (slot_s[i] * Hkv + g) * D;
-#pragma unroll
-        for (int k = 0; k < DPT; k++) v[u][k] = to_f32(vp[d0 + AD_THREADS * k]);
+        const int i = min(i0 + u * NG, n - 1);
+        load_dims<DL>(v_cache + (slot_s[i] * Hkv + g) * D + d0, v[u]);
       }
 #pragma unroll
       for (int u = 0; u < VB; u++) {
-        const int i = min(i0 + u * NPART, n - 1);
-        const bool in = i0 + u * NPART < n;
+        const int i = min(i0 + u * NG, n - 1);
+        const bool in = i0 + u * NG < n;
 #pragma unroll
         for (int j = 0; j < MAX_GROUP; j++) {
           if (j >= G) break;
           const float w = in ? sc[j][i] : 0.0f;
 #pragma unroll
-          for (int k = 0; k < DPT; k++) acc[j][k] += w * v[u][k];
+          for (int k = 0; k < DL; k++) acc[j][k] += w * v[u][k];
         }
       }
     }
     __syncthreads();
   }
 
-  // Sum the position groups (D < 128) through shared memory, then emit (j, d) values.
-  float* red = &sc[0][0];
-  if (NPART > 1) {
+  // Sum the position groups: those of a warp by shuffles, then the warps' through shared
+  // memory (sc), HR heads a round; emit (j, d) values.
 #pragma unroll
-    for (int j = 0; j < MAX_GROUP; j++)
-      if (j < G) red[(part * G + j) * D + d0] = acc[j][0];
-    __syncthreads();
-  }
+  for (int j = 0; j < MAX_GROUP; j++)
+#pragma unroll
+    for (int k = 0; k < DL; k++)
+      for (int o = LPR; o < 32; o <<= 1) acc[j][k] += __shfl_xor_sync(FULL_MASK, acc[j][k], o);
   const i64 head0 = (i64)b * Hq + g * G;
-  auto emit = [&](int j, int d, float v) {
-    if (S == 1) out[(head0 + j) * D + d] = v / l_run[j];
-    else part_acc[((head0 + j) * S + s) * D + d] = v;
-  };
-  if (NPART > 1) {
-    for (int e = tid; e < G * D; e += AD_THREADS) {
-      const int j = e / D, d = e % D;
+  float* red = sc_buf;
+  constexpr int HR = SC / (NW * D);                      // heads a round
+  for (int j0 = 0; j0 < G; j0 += HR) {
+    __syncthreads();                                     // red free
+    if (lane < LPR)
+#pragma unroll
+      for (int j = 0; j < MAX_GROUP; j++)
+        if (j >= j0 && j < j0 + HR && j < G)
+#pragma unroll
+          for (int k = 0; k < DL; k++) red[(warp * HR + j - j0) * D + d0 + k] = acc[j][k];
+    __syncthreads();
+    for (int e = tid; e < HR * D; e += AD_THREADS) {
+      const int j = j0 + e / D, d = e % D;
+      if (j >= G) break;
       float v = 0.0f;
-      for (int pt = 0; pt < NPART; pt++) v += red[(pt * G + j) * D + d];
-      emit(j, d, v);
+#pragma unroll
+      for (int w = 0; w < NW; w++) v += red[(w * HR + e / D) * D + d];
+      if (S == 1) out[(head0 + j) * D + d] = v / l_run[j];
+      else part_acc[((head0 + j) * S + s) * D + d] = v;
     }
-  } else {
-#pragma unroll
-    for (int j = 0; j < MAX_GROUP; j++)
-      if (j < G)
-#pragma unroll
-        for (int k = 0; k < DPT; k++) emit(j, d0 + AD_THREADS * k, acc[j][k]);
   }
   if (S == 1) return;
 

@@ -32,13 +32,17 @@ __device__ __forceinline__ void pdl_wait() {}
 __device__ __forceinline__ void pdl_launch() {}
 #endif
 
-// Ask L2 for the 128-byte lines of [p, p + bytes): weights a kernel reads after pdl_wait()
-// stream in while the previous kernel finishes. prefetch_l2 spreads the lines over a warp.
+// Ask L2 (or this SM's L1) for the 128-byte lines of [p, p + bytes): data a kernel reads
+// after pdl_wait() streams in while the previous kernel finishes. prefetch_l2 spreads the
+// lines over a warp.
+template <bool L1 = false>
 __device__ __forceinline__ void prefetch_lines(const void* p, long long bytes, int first = 0, int step = 1) {
 #if defined(__CUDA_ARCH__) && !defined(EMULATOR)
   const char* c = static_cast<const char*>(p);
-  for (long long off = 128LL * first; off < bytes; off += 128LL * step)
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(c + off));
+  for (long long off = 128LL * first; off < bytes; off += 128LL * step) {
+    if (L1) asm volatile("prefetch.global.L1 [%0];" ::"l"(c + off));
+    else asm volatile("prefetch.global.L2 [%0];" ::"l"(c + off));
+  }
 #endif
 }
 __device__ __forceinline__ void prefetch_l2(const void* p, long long bytes, int lane) {

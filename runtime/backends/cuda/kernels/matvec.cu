@@ -10,7 +10,7 @@
 // Reference: check.py ref_linear / ref_rms_norm (torch on gguf-dequantized weights).
 // Compile check: nvcc -arch=sm_90 -cubin -I. matvec.cu (tests compile it for sm_80, sm_90).
 //
-// Work split: 4 warps a block, 2 weight rows a warp (two output rows, or the gate and up
+// Work split: MV_WARPS (8) warps a block, 2 weight rows a warp (two output rows, or the gate and up
 // rows of one output), lanes over consecutive 16-byte chunks of the rows; blockIdx.y walks
 // groups of T tokens. Napkin math at T = 1: HBM delivers ~11.5 B/clk/SM, i.e. 20 Q4_K
 // weights/clk/SM, against 128 instructions/clk/SM, so a weight may cost ~6 instructions a
@@ -20,7 +20,9 @@
 // Q6_K and Q8_0.
 #include "quant.cuh"
 
-#define MV_WARPS 4
+#ifndef MV_WARPS
+#define MV_WARPS 8      // linear.py passes its MV_WARPS
+#endif
 
 // xs[0..K) = rmsnorm(a + b) * w for one token, and sum_out = a + b where given. Loads are
 // float4, four per thread issued before any is used, so the prologue costs one or two memory
@@ -138,6 +140,30 @@ __device__ __forceinline__ void dot_rows(const u8* const* q, const u8* const* s,
   }
 }
 
+// The two weight rows warp `warp` of row group `grp` reads: output rows out0, out0 + 1 (mode
+// 0; odd N reads the last row twice) or gate/up rows out0, out0 + F (mode 1). Returns out0;
+// a warp past n_out gets the last rows (pointers stay valid) and must not store.
+__device__ __forceinline__ int warp_rows(const Segment* segs, int nseg, int n_out, int mode, int grp,
+                                         int warp, const u8** q, const u8** s, int* rows, int& qt,
+                                         i64* row_bytes) {
+  const int out0 = (grp * MV_WARPS + warp) * (mode == 0 ? 2 : 1), o = min(out0, n_out - 1);
+  rows[0] = o;
+  rows[1] = mode == 0 ? min(o + 1, n_out - 1) : o + n_out;
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    const Segment& g = find_segment(segs, nseg, rows[r]);
+    q[r] = reinterpret_cast<const u8*>(g.q) + (rows[r] - g.row0) * g.q_row_bytes;
+    s[r] = reinterpret_cast<const u8*>(g.s) + (rows[r] - g.row0) * g.s_row_bytes;
+    qt = (int)g.qtype;
+    row_bytes[2 * r] = g.q_row_bytes;
+    row_bytes[2 * r + 1] = g.s_row_bytes;
+  }
+  return out0;
+}
+
+// Blocks walk row groups (MV_WARPS warps x 1-2 rows) with a stride of gridDim.x: linear.py
+// caps the grid of a norm-fused launch at a few blocks an SM, so the prologue's reads of
+// a, b and w (12 bytes a column) are paid per block, not per row group.
 template <int T>
 __device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int n_out, int mode,
                                        const float* x, int ldx, int ntok, const float* norm_a,
@@ -148,22 +174,19 @@ __device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int
   const int t0 = blockIdx.y * T, nt = min(T, ntok - t0);
   if (nt <= 0) return;          // the whole block: no token rows here (x would be read at row -1)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int out0 = (blockIdx.x * MV_WARPS + warp) * (mode == 0 ? 2 : 1);
-  const int rows[2] = {min(out0, n_out - 1), mode == 0 ? min(out0 + 1, n_out - 1) : min(out0, n_out - 1) + n_out};
-  const u8* q[2];                 // (odd N: the last row twice; a warp past n_out idles)
+  const int groups = (n_out + MV_WARPS * (mode == 0 ? 2 : 1) - 1) / (MV_WARPS * (mode == 0 ? 2 : 1));
+  const u8* q[2];
   const u8* s[2];
-  int qt = 0;
-#pragma unroll
-  for (int r = 0; r < 2; r++) {
-    const Segment& g = find_segment(segs, nseg, rows[r]);
-    q[r] = reinterpret_cast<const u8*>(g.q) + (rows[r] - g.row0) * g.q_row_bytes;
-    s[r] = reinterpret_cast<const u8*>(g.s) + (rows[r] - g.row0) * g.s_row_bytes;
-    qt = (int)g.qtype;
-    if (out0 < n_out && blockIdx.y == 0) {      // the weights: before the wait
-      prefetch_l2(q[r], g.q_row_bytes, lane);
-      prefetch_l2(s[r], g.s_row_bytes, lane);
-    }
-  }
+  int rows[2], qt = 0;
+  i64 nbytes[4];
+  if (blockIdx.y == 0)          // the weights: asked of L2 before the wait
+    for (int grp = blockIdx.x; grp < groups; grp += gridDim.x)
+      if (warp_rows(segs, nseg, n_out, mode, grp, warp, q, s, rows, qt, nbytes) < n_out) {
+        prefetch_l2(q[0], nbytes[0], lane);
+        prefetch_l2(s[0], nbytes[1], lane);
+        prefetch_l2(q[1], nbytes[2], lane);
+        prefetch_l2(s[1], nbytes[3], lane);
+      }
   pdl_wait();
   pdl_launch();
 
@@ -178,29 +201,32 @@ __device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int
     xbase = xs;
     ld = K;
   }
-  if (out0 >= n_out) return;
   const float* xr[T];
 #pragma unroll
   for (int t = 0; t < T; t++) xr[t] = xbase + (i64)min(t, nt - 1) * ld;
 
-  float acc[2][T];
+  for (int grp = blockIdx.x; grp < groups; grp += gridDim.x) {   // no barriers below
+    const int out0 = warp_rows(segs, nseg, n_out, mode, grp, warp, q, s, rows, qt, nbytes);
+    if (out0 >= n_out) break;
+    float acc[2][T];
 #pragma unroll
-  for (int r = 0; r < 2; r++)
+    for (int r = 0; r < 2; r++)
 #pragma unroll
-    for (int t = 0; t < T; t++) acc[r][t] = 0.0f;
-  // Both rows of a warp share one qtype: linear.py checks that segments start at even rows
-  // and runs gate/up pairs of different types as a mode-0 launch plus silu_mul.cu.
-  DISPATCH_QTYPE(qt, (dot_rows<FMT, T>(q, s, K / FMT::QK * FMT::C, xr, acc)));
+      for (int t = 0; t < T; t++) acc[r][t] = 0.0f;
+    // Both rows of a warp share one qtype: linear.py checks that segments start at even rows
+    // and runs gate/up pairs of different types as a mode-0 launch plus silu_mul.cu.
+    DISPATCH_QTYPE(qt, (dot_rows<FMT, T>(q, s, K / FMT::QK * FMT::C, xr, acc)));
 #pragma unroll
-  for (int t = 0; t < T; t++) {
-    const float v0 = warp_sum(acc[0][t]), v1 = warp_sum(acc[1][t]);
-    if (lane != 0 || t >= nt) continue;
-    float* yt = y + (i64)(t0 + t) * ldy;
-    if (mode == 0) {
-      yt[rows[0]] = bias != nullptr ? v0 + bias[rows[0]] : v0;
-      if (out0 + 1 < n_out) yt[rows[1]] = bias != nullptr ? v1 + bias[rows[1]] : v1;
-    } else {
-      yt[out0] = v0 / (1.0f + expf(-v0)) * v1;
+    for (int t = 0; t < T; t++) {
+      const float v0 = warp_sum(acc[0][t]), v1 = warp_sum(acc[1][t]);
+      if (lane != 0 || t >= nt) continue;
+      float* yt = y + (i64)(t0 + t) * ldy;
+      if (mode == 0) {
+        yt[rows[0]] = bias != nullptr ? v0 + bias[rows[0]] : v0;
+        if (out0 + 1 < n_out) yt[rows[1]] = bias != nullptr ? v1 + bias[rows[1]] : v1;
+      } else {
+        yt[out0] = v0 / (1.0f + expf(-v0)) * v1;
+      }
     }
   }
 }

@@ -64,6 +64,30 @@ __device__ __forceinline__ void load8(const float* p, float* out) {
   out[4] = b.x; out[5] = b.y; out[6] = b.z; out[7] = b.w;
 }
 
+// Four consecutive cache elements as floats (one 8-byte load for 2-byte types).
+__device__ __forceinline__ void load4(const __half* p, float* out) {
+  const uint2 v = *reinterpret_cast<const uint2*>(p);
+  out[0] = f16_to_f32((u16)(v.x & 0xFFFF)); out[1] = f16_to_f32((u16)(v.x >> 16));
+  out[2] = f16_to_f32((u16)(v.y & 0xFFFF)); out[3] = f16_to_f32((u16)(v.y >> 16));
+}
+__device__ __forceinline__ void load4(const __nv_bfloat16* p, float* out) {
+  const uint2 v = *reinterpret_cast<const uint2*>(p);
+  out[0] = __uint_as_float(v.x << 16); out[1] = __uint_as_float(v.x & 0xFFFF0000u);
+  out[2] = __uint_as_float(v.y << 16); out[3] = __uint_as_float(v.y & 0xFFFF0000u);
+}
+__device__ __forceinline__ void load4(const float* p, float* out) {
+  const float4 a = *reinterpret_cast<const float4*>(p);
+  out[0] = a.x; out[1] = a.y; out[2] = a.z; out[3] = a.w;
+}
+template <int N, class T> __device__ __forceinline__ void load_dims(const T* p, float* out) {
+  static_assert(N % 4 == 0, "4 or 8 elements a load");
+#pragma unroll
+  for (int i = 0; i < N; i += 8 > N ? 4 : 8) {
+    if (N - i >= 8) load8(p + i, out + i);
+    else load4(p + i, out + i);
+  }
+}
+
 #ifndef HEAD_DIM
 #define HEAD_DIM 128
 #endif
