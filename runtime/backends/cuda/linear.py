@@ -50,8 +50,8 @@ def linear(ops, x, w: QuantLinear, bias=None, act: str | None = None):
     return gemm(ops, x, w, bias, act)
 
 
-MV_WARPS = 8                # matvec.cu: warps a block, 1-2 weight rows each
-NORMED_BLOCKS_PER_SM = 2    # a norm-fused matvec's grid: 16 warps an SM, the prologue paid twice an SM
+MV_WARPS = {1: 4, 2: 8, 4: 8, 8: 8}  # matvec.cu's matvec_t<T>: warps a block, 1-2 weight rows each
+NORMED_BLOCKS_PER_SM = 2    # from T = 2 a norm-fused matvec's grid: 16 warps an SM, the prologue paid twice an SM
 NORM_ONCE_ROWS = 65536      # from this many outputs (the lm_head) the norm runs once, not in every block
 
 
@@ -71,9 +71,10 @@ def matvec(ops, x, w: QuantLinear, bias, act):
         if smem > ops.dev.max_smem - 1024:
             x, smem = materialize(ops, x), 0
     out = ops.alloc((T, n_out), np.float32)
-    per_block = MV_WARPS * (1 if mode else 2)
+    warps = MV_WARPS[tk]
+    per_block = warps * (1 if mode else 2)
     groups = (n_out + per_block - 1) // per_block
-    if isinstance(x, Normed):   # every block norms x again in its prologue: few blocks, more rows each
+    if isinstance(x, Normed) and tk > 1:    # each block norms x again: few blocks, more rows each
         groups = min(groups, NORMED_BLOCKS_PER_SM * ops.dev.sm_count)
     grid = (groups, (T + tk - 1) // tk)
     if isinstance(x, Normed):
@@ -81,7 +82,7 @@ def matvec(ops, x, w: QuantLinear, bias, act):
                   x.sum_out if x.b is not None else None)
     else:
         inputs = (x, np.int32(K), np.int32(T), None, None, None, np.float32(0), None)
-    getattr(ops.dev.kernels("matvec", MV_WARPS=MV_WARPS), f"matvec_t{tk}")(grid, (32 * MV_WARPS,), (
+    getattr(ops.dev.kernels("matvec"), f"matvec_t{tk}")(grid, (32 * warps,), (
         w.table, np.int32(len(w.segments)), np.int32(K), np.int32(n_out), np.int32(mode), *inputs,
         bias, out, np.int32(n_out)), smem)
     return out

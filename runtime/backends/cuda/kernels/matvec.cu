@@ -10,7 +10,7 @@
 // Reference: check.py ref_linear / ref_rms_norm (torch on gguf-dequantized weights).
 // Compile check: nvcc -arch=sm_90 -cubin -I. matvec.cu (tests compile it for sm_80, sm_90).
 //
-// Work split: MV_WARPS (8) warps a block, 2 weight rows a warp (two output rows, or the gate and up
+// Work split: W warps a block (4 at T = 1, else 8), 2 weight rows a warp (two output rows, or the gate and up
 // rows of one output), lanes over consecutive 16-byte chunks of the rows; blockIdx.y walks
 // groups of T tokens. Napkin math at T = 1: HBM delivers ~11.5 B/clk/SM, i.e. 20 Q4_K
 // weights/clk/SM, against 128 instructions/clk/SM, so a weight may cost ~6 instructions a
@@ -20,9 +20,6 @@
 // Q6_K and Q8_0.
 #include "quant.cuh"
 
-#ifndef MV_WARPS
-#define MV_WARPS 8      // linear.py passes its MV_WARPS
-#endif
 
 // xs[0..K) = rmsnorm(a + b) * w for one token, and sum_out = a + b where given. Loads are
 // float4, four per thread issued before any is used, so the prologue costs one or two memory
@@ -143,10 +140,11 @@ __device__ __forceinline__ void dot_rows(const u8* const* q, const u8* const* s,
 // The two weight rows warp `warp` of row group `grp` reads: output rows out0, out0 + 1 (mode
 // 0; odd N reads the last row twice) or gate/up rows out0, out0 + F (mode 1). Returns out0;
 // a warp past n_out gets the last rows (pointers stay valid) and must not store.
+template <int W>
 __device__ __forceinline__ int warp_rows(const Segment* segs, int nseg, int n_out, int mode, int grp,
                                          int warp, const u8** q, const u8** s, int* rows, int& qt,
                                          i64* row_bytes) {
-  const int out0 = (grp * MV_WARPS + warp) * (mode == 0 ? 2 : 1), o = min(out0, n_out - 1);
+  const int out0 = (grp * W + warp) * (mode == 0 ? 2 : 1), o = min(out0, n_out - 1);
   rows[0] = o;
   rows[1] = mode == 0 ? min(o + 1, n_out - 1) : o + n_out;
 #pragma unroll
@@ -161,10 +159,10 @@ __device__ __forceinline__ int warp_rows(const Segment* segs, int nseg, int n_ou
   return out0;
 }
 
-// Blocks walk row groups (MV_WARPS warps x 1-2 rows) with a stride of gridDim.x: linear.py
+// Blocks walk row groups (W warps x 1-2 rows) with a stride of gridDim.x: linear.py
 // caps the grid of a norm-fused launch at a few blocks an SM, so the prologue's reads of
 // a, b and w (12 bytes a column) are paid per block, not per row group.
-template <int T>
+template <int T, int W>
 __device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int n_out, int mode,
                                        const float* x, int ldx, int ntok, const float* norm_a,
                                        const float* norm_b, const float* norm_w, float eps,
@@ -174,14 +172,14 @@ __device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int
   const int t0 = blockIdx.y * T, nt = min(T, ntok - t0);
   if (nt <= 0) return;          // the whole block: no token rows here (x would be read at row -1)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int groups = (n_out + MV_WARPS * (mode == 0 ? 2 : 1) - 1) / (MV_WARPS * (mode == 0 ? 2 : 1));
+  const int groups = (n_out + W * (mode == 0 ? 2 : 1) - 1) / (W * (mode == 0 ? 2 : 1));
   const u8* q[2];
   const u8* s[2];
   int rows[2], qt = 0;
   i64 nbytes[4];
   if (blockIdx.y == 0)          // the weights: asked of L2 before the wait
     for (int grp = blockIdx.x; grp < groups; grp += gridDim.x)
-      if (warp_rows(segs, nseg, n_out, mode, grp, warp, q, s, rows, qt, nbytes) < n_out) {
+      if (warp_rows<W>(segs, nseg, n_out, mode, grp, warp, q, s, rows, qt, nbytes) < n_out) {
         prefetch_l2(q[0], nbytes[0], lane);
         prefetch_l2(s[0], nbytes[1], lane);
         prefetch_l2(q[1], nbytes[2], lane);
@@ -206,7 +204,7 @@ __device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int
   for (int t = 0; t < T; t++) xr[t] = xbase + (i64)min(t, nt - 1) * ld;
 
   for (int grp = blockIdx.x; grp < groups; grp += gridDim.x) {   // no barriers below
-    const int out0 = warp_rows(segs, nseg, n_out, mode, grp, warp, q, s, rows, qt, nbytes);
+    const int out0 = warp_rows<W>(segs, nseg, n_out, mode, grp, warp, q, s, rows, qt, nbytes);
     if (out0 >= n_out) break;
     float acc[2][T];
 #pragma unroll
@@ -231,15 +229,18 @@ __device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int
   }
 }
 
-#define MATVEC_KERNEL(T)                                                                        \
-  extern "C" __global__ void __launch_bounds__(MV_WARPS * 32) matvec_t##T(                      \
+#define MATVEC_KERNEL(T, W)                                                                     \
+  extern "C" __global__ void __launch_bounds__(W * 32) matvec_t##T(                              \
       const Segment* segs, int nseg, int K, int n_out, int mode, const float* x, int ldx,        \
       int ntok, const float* norm_a, const float* norm_b, const float* norm_w, float eps,        \
       float* norm_sum, const float* bias, float* y, int ldy) {                                   \
-    matvec<T>(segs, nseg, K, n_out, mode, x, ldx, ntok, norm_a, norm_b, norm_w, eps, norm_sum,   \
-              bias, y, ldy);                                                                     \
+    matvec<T, W>(segs, nseg, K, n_out, mode, x, ldx, ntok, norm_a, norm_b, norm_w, eps, norm_sum, \
+                 bias, y, ldy);                                                                  \
   }
-MATVEC_KERNEL(1)
-MATVEC_KERNEL(2)
-MATVEC_KERNEL(4)
-MATVEC_KERNEL(8)
+// Warps a block (linear.py's MV_WARPS): at T = 1 blocks of 4, many of them, were faster on the
+// H100 than blocks of 8 (24 warps an SM at 80 registers); from T = 2, blocks of 8 with the
+// grid of a norm-fused launch capped (its prologue is then paid by fewer blocks).
+MATVEC_KERNEL(1, 4)
+MATVEC_KERNEL(2, 8)
+MATVEC_KERNEL(4, 8)
+MATVEC_KERNEL(8, 8)
