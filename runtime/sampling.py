@@ -147,7 +147,7 @@ class SamplingBatch:
             repetition=f32([p.repetition_penalty for p in ps]),
             presence=f32([p.presence_penalty for p in ps]),
             frequency=f32([p.frequency_penalty for p in ps]),
-            uniforms=f32([uniform(p.seed, len(t) - n) for p, t, n in rows]),
+            uniforms=f32([uniform(p.seed, len(t) - n) if p.temperature > 0 else 0.0 for p, t, n in rows]),
             seen_rows=cat(seen_r, np.int32), seen_ids=cat(seen_i, np.int32),
             out_rows=cat(out_r, np.int32), out_ids=cat(out_i, np.int32), out_counts=cat(out_c, np.float32),
             masks=masks if any_mask else None,

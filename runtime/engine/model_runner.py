@@ -15,29 +15,29 @@ class ModelRunner:
         self.vocab = model.spec.vocab
 
     def build_batch(self, scheduled: list[tuple[Sequence, int]]) -> tuple[ForwardBatch, list[Sequence]]:
-        bs = self.block_size
-        ids, positions, starts, ctx, logits_rows, sampling = [], [], [0], [], [], []
+        """The step's ForwardBatch (whole-batch numpy, one Python pass over the sequences:
+        at batch 64 this host work sits between two GPU steps) and the sequences that sample."""
+        bs, ids, done, tables = self.block_size, [], [], []
         for seq, n in scheduled:
             s = seq.num_computed
-            ids.extend(seq.token_ids[s:s + n])
-            positions.append(np.arange(s, s + n, dtype=np.int32))
-            starts.append(starts[-1] + n)
-            ctx.append(s + n)
-            if s + n == len(seq):
-                logits_rows.append(starts[-1] - 1)
-                sampling.append(seq)
-        width = max(len(seq.block_table) for seq, _ in scheduled)
-        tables = np.zeros((len(scheduled), width), dtype=np.int32)
-        for i, (seq, _) in enumerate(scheduled):
-            tables[i, :len(seq.block_table)] = seq.block_table
-        pos = np.concatenate(positions)
-        row = np.repeat(np.arange(len(scheduled)), [n for _, n in scheduled])
-        slots = tables[row, pos // bs] * bs + pos % bs
+            ids += seq.token_ids[s:s + n]
+            done.append(s + n == len(seq))
+            tables.append(seq.block_table)
+        counts = np.fromiter((n for _, n in scheduled), np.int32, len(scheduled))
+        ctx = np.fromiter((seq.num_computed + n for seq, n in scheduled), np.int32, len(scheduled))
+        starts = np.zeros(len(scheduled) + 1, np.int32)
+        np.cumsum(counts, out=starts[1:])
+        row = np.repeat(np.arange(len(scheduled)), counts)
+        pos = (np.arange(starts[-1], dtype=np.int32) - starts[row] + (ctx - counts)[row]).astype(np.int32)
+        width = max(len(t) for t in tables)
+        table = np.array([t + [0] * (width - len(t)) for t in tables], dtype=np.int32)
+        slots = table[row, pos // bs] * bs + pos % bs
+        done = np.asarray(done, dtype=bool)
         batch = ForwardBatch(
             input_ids=np.asarray(ids, dtype=np.int32), positions=pos, slot_mapping=slots.astype(np.int32),
-            query_starts=np.asarray(starts, dtype=np.int32), context_lens=np.asarray(ctx, dtype=np.int32),
-            block_tables=tables, logits_indices=np.asarray(logits_rows, dtype=np.int32), block_size=bs)
-        return batch, sampling
+            query_starts=starts, context_lens=ctx, block_tables=table,
+            logits_indices=(starts[1:] - 1)[done].astype(np.int32), block_size=bs)
+        return batch, [seq for (seq, _), d in zip(scheduled, done) if d]
 
     def run(self, scheduled: list[tuple[Sequence, int]]) -> tuple[list[Sequence], SampleOutput | None]:
         batch, sampling = self.build_batch(scheduled)
