@@ -21,11 +21,9 @@
 #include "quant.cuh"
 
 
-// xs[0..K) = rmsnorm(a + b) * w for one token, and sum_out = a + b where given. One pass of
-// global loads (a, b and w as float4, four of each per thread issued before any is used)
-// stores (a + b) * w to xs and a + b to sum_out; after the block's sum of squares the scale is
-// applied in shared memory, so the prologue costs one memory round trip, not two. Ends with a
-// barrier (xs ready).
+// xs[0..K) = rmsnorm(a + b) * w for one token, and sum_out = a + b where given. Loads are
+// float4, four per thread issued before any is used, so the prologue costs one or two memory
+// round trips instead of one per column a thread owns. Ends with a barrier (xs ready).
 __device__ __forceinline__ void norm_prologue(const float* a, const float* b, const float* w, float eps, int K,
                                               float* sum_out, float* xs, float* red) {
   const float4* a4 = reinterpret_cast<const float4*>(a);
@@ -36,28 +34,34 @@ __device__ __forceinline__ void norm_prologue(const float* a, const float* b, co
   const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   float ss = 0.0f;
   for (int k0 = threadIdx.x; k0 < n4; k0 += step) {
-    float4 va[4], vb[4], vw[4];
+    float4 va[4], vb[4];
 #pragma unroll
     for (int u = 0; u < 4; u++) {
       const int k = k0 + u * blockDim.x;
       va[u] = k < n4 ? a4[k] : zero;
       vb[u] = b != nullptr && k < n4 ? b4[k] : zero;
-      vw[u] = k < n4 ? w4[k] : zero;
     }
 #pragma unroll
     for (int u = 0; u < 4; u++) {
       const int k = k0 + u * blockDim.x;
       const float4 v = make_float4(va[u].x + vb[u].x, va[u].y + vb[u].y, va[u].z + vb[u].z, va[u].w + vb[u].w);
+      if (k < n4) x4[k] = v;
       ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-      if (k >= n4) continue;
-      if (sum_out != nullptr) reinterpret_cast<float4*>(sum_out)[k] = v;
-      x4[k] = make_float4(v.x * vw[u].x, v.y * vw[u].y, v.z * vw[u].z, v.w * vw[u].w);
     }
   }
   const float scale = rsqrtf(block_sum(ss, red) / K + eps);
-  for (int k = threadIdx.x; k < n4; k += blockDim.x) {   // each thread rescales what it stored
-    const float4 v = x4[k];
-    x4[k] = make_float4(v.x * scale, v.y * scale, v.z * scale, v.w * scale);
+  for (int k0 = threadIdx.x; k0 < n4; k0 += step) {
+    float4 vw[4];
+#pragma unroll
+    for (int u = 0; u < 4; u++) vw[u] = k0 + u * blockDim.x < n4 ? w4[k0 + u * blockDim.x] : zero;
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+      const int k = k0 + u * blockDim.x;
+      if (k >= n4) break;
+      const float4 v = x4[k];
+      if (sum_out != nullptr) reinterpret_cast<float4*>(sum_out)[k] = v;
+      x4[k] = make_float4(v.x * scale * vw[u].x, v.y * scale * vw[u].y, v.z * scale * vw[u].z, v.w * scale * vw[u].w);
+    }
   }
   __syncthreads();
 }
