@@ -105,50 +105,32 @@ template <class FMT, int T>
 __device__ __forceinline__ void dot_rows(const u8* const* q, const u8* const* s, int nchunks,
                                          const float* const* xr, float (*acc)[T]) {
   const int lane = threadIdx.x & 31;
-  if constexpr (T == 1) {
-    // U chunks a lane are loaded before any is decoded: a row of K = 2048 is 72 Q4_K chunks,
-    // 3 a lane, which one load at a time made 3 dependent memory round trips. A chunk past
-    // the row re-reads the last one (an L1 hit) and is not counted.
-    constexpr int U = 3;
-    for (int base = lane; base < nchunks; base += 32 * U) {
-      State st[U][2];
-      int col[U][2];
-#pragma unroll
-      for (int u = 0; u < U; u++) {
-        const int idx = min(base + 32 * u, nchunks - 1), ib = idx / FMT::C, c = idx % FMT::C;
-        FMT::load(q[0], s[0], ib, c, st[u][0], col[u]);
-        FMT::load(q[1], s[1], ib, c, st[u][1], col[u]);
-      }
-#pragma unroll
-      for (int u = 0; u < U; u++) {
-        if (base + 32 * u >= nchunks) break;
-#pragma unroll
-        for (int run = 0; run < FMT::NR; run++) {
-          float a[2] = {acc[0][0], acc[1][0]};
-          dot_run<FMT, 2>(st[u], run, xr[0] + col[u][run], a);
-          acc[0][0] = a[0];
-          acc[1][0] = a[1];
-        }
-      }
-    }
-    return;
-  }
   for (int idx = lane; idx < nchunks; idx += 32) {
     const int ib = idx / FMT::C, c = idx % FMT::C;
     State st[2];
     int col[2];
     FMT::load(q[0], s[0], ib, c, st[0], col);
     FMT::load(q[1], s[1], ib, c, st[1], col);
+    if constexpr (T == 1) {
 #pragma unroll
-    for (int run = 0; run < FMT::NR; run++) {
+      for (int run = 0; run < FMT::NR; run++) {
+        float a[2] = {acc[0][0], acc[1][0]};
+        dot_run<FMT, 2>(st, run, xr[0] + col[run], a);
+        acc[0][0] = a[0];
+        acc[1][0] = a[1];
+      }
+    } else {
 #pragma unroll
-      for (int i = 0; i < FMT::RL; i += 4) {
-        const float4 w0 = FMT::get4(st[0], run, i), w1 = FMT::get4(st[1], run, i);
+      for (int run = 0; run < FMT::NR; run++) {
 #pragma unroll
-        for (int t = 0; t < T; t++) {
-          const float4 xv = *reinterpret_cast<const float4*>(xr[t] + col[run] + i);
-          acc[0][t] += w0.x * xv.x + w0.y * xv.y + w0.z * xv.z + w0.w * xv.w;
-          acc[1][t] += w1.x * xv.x + w1.y * xv.y + w1.z * xv.z + w1.w * xv.w;
+        for (int i = 0; i < FMT::RL; i += 4) {
+          const float4 w0 = FMT::get4(st[0], run, i), w1 = FMT::get4(st[1], run, i);
+#pragma unroll
+          for (int t = 0; t < T; t++) {
+            const float4 xv = *reinterpret_cast<const float4*>(xr[t] + col[run] + i);
+            acc[0][t] += w0.x * xv.x + w0.y * xv.y + w0.z * xv.z + w0.w * xv.w;
+            acc[1][t] += w1.x * xv.x + w1.y * xv.y + w1.z * xv.z + w1.w * xv.w;
+          }
         }
       }
     }
