@@ -107,7 +107,8 @@ class LLMEngine:
         limit = config.max_model_len or min(spec.context_length, MAX_DEFAULT_LEN)
         self.max_model_len = min(limit, num_blocks * self.block_size)
         self.model = build_model(gguf, self.ops, self.max_model_len)
-        kv = self.ops.kv_cache(spec.n_layers, num_blocks, self.block_size, spec.n_kv_heads, spec.head_dim)
+        kv = self.ops.kv_cache(spec.n_layers, num_blocks, self.block_size, spec.n_kv_heads, spec.head_dim,
+                               spec.n_heads)
         self.blocks = BlockManager(num_blocks, self.block_size)
         self.scheduler = Scheduler(self.blocks, config.max_num_seqs, config.max_num_batched_tokens)
         self.runner = ModelRunner(self.model, self.ops, kv, self.block_size)

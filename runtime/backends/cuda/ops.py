@@ -108,10 +108,11 @@ class CUDAOps:
     def rope_cache(self, cos: np.ndarray, sin: np.ndarray) -> RopeTables:
         return RopeTables(self.dev.upload(cos.astype(np.float32)), self.dev.upload(sin.astype(np.float32)))
 
-    def kv_cache(self, n_layers, num_blocks, block_size, n_kv_heads, head_dim):
+    def kv_cache(self, n_layers, num_blocks, block_size, n_kv_heads, head_dim, n_heads=None):
         self.dev.use()
-        self.attention_kernels(head_dim)      # compile (or load from CuPy's cache) now, not mid-request
-        # (attention_decode compiles at the first decode step: it is sized by the query group)
+        # compile (or load from CuPy's cache) now, not mid-request; attention_decode is sized by
+        # the query group, so without n_heads it compiles at the first decode step
+        self.attention_kernels(head_dim, n_heads // n_kv_heads if n_heads else None)
         self.trash_block = num_blocks
         max_blocks = max(1, num_blocks)
         self.graphs = DecodeGraphs(self, max_blocks, self.max_graph_batch) if self.use_graphs else None
