@@ -2,13 +2,16 @@
 run time, so a broken kernel fails CI (which has nvcc but no GPU)."""
 from __future__ import annotations
 
+import ctypes
 import re
 import shutil
 import subprocess
 
 import pytest
 
+from runtime.backends.cuda import device
 from runtime.backends.cuda.device import KERNELS
+from runtime.backends.cuda.emulator import cuda_include
 
 SOURCES = sorted(KERNELS.glob("*.cu"))
 TEMPLATED = {"attention_decode.cu", "attention_prefill.cu", "rope_kv.cu"}   # HEAD_DIM and KV_T
@@ -54,3 +57,27 @@ def test_kernels_wait_before_writing(src, tmp_path):
         assert wait > 0, f"{entry.group(1)} never calls pdl_wait()"
         early = re.findall(r"\b(?:st\.global|atom\.global|red\.global)\S*", body[:wait])
         assert not early, f"{entry.group(1)} writes before pdl_wait(): {early}"
+
+
+@pytest.mark.skipif(shutil.which("g++") is None or cuda_include() is None, reason="needs g++ and cuda.h")
+def test_launch_structs_match_the_driver_header(tmp_path):
+    """device.py hand-writes CUlaunchConfig / CUlaunchAttribute for cuLaunchKernelEx (the PDL
+    launches of captured decode steps): their layout must be cuda.h's."""
+    src = tmp_path / "layout.cpp"
+    src.write_text("""#include <cuda.h>
+#include <cstddef>
+#include <cstdio>
+int main() {
+  std::printf("%zu %zu %zu %zu %zu %d\\n", sizeof(CUlaunchConfig), offsetof(CUlaunchConfig, hStream),
+              offsetof(CUlaunchConfig, attrs), offsetof(CUlaunchConfig, numAttrs), sizeof(CUlaunchAttribute),
+              (int)CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION);
+}
+""")
+    exe = tmp_path / "layout"
+    done = subprocess.run(["g++", f"-I{cuda_include()}", str(src), "-o", str(exe)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    got = [int(v) for v in subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()]
+    ours = [ctypes.sizeof(device._LaunchConfig), device._LaunchConfig.stream.offset,
+            device._LaunchConfig.attrs.offset, device._LaunchConfig.num_attrs.offset,
+            ctypes.sizeof(device._LaunchAttribute), device._ATTR_PROGRAMMATIC_STREAM_SERIALIZATION]
+    assert ours == got
