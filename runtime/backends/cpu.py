@@ -94,7 +94,7 @@ class CPUOps:
     def rope_cache(self, cos: np.ndarray, sin: np.ndarray) -> RopeCache:
         return RopeCache(torch.from_numpy(cos), torch.from_numpy(sin))
 
-    def kv_cache(self, n_layers, num_blocks, block_size, n_kv_heads, head_dim, n_heads=None) -> torch.Tensor:
+    def kv_cache(self, n_layers, num_blocks, block_size, n_kv_heads, head_dim, n_heads) -> torch.Tensor:
         return torch.zeros(n_layers, 2, num_blocks * block_size, n_kv_heads, head_dim, dtype=self.dtype)
 
     # ---- per step ------------------------------------------------------------------

@@ -80,14 +80,13 @@ class CUDAOps:
             self._scratch = self.xp.empty(SCRATCH_VALUES * 4, np.uint8)
         return self._scratch[:SCRATCH_VALUES * np.dtype(dtype).itemsize].view(dtype)
 
-    def attention_kernels(self, head_dim: int, group: int | None = None) -> dict:
-        """The attention kernels for this head size; attention_decode also for `group` query
-        heads a KV head (its per-head arrays are sized by the next power of two)."""
+    def attention_kernels(self, head_dim: int, group: int) -> dict:
+        """The attention kernels for this head size and `group` query heads a KV head
+        (attention_decode's per-head arrays are sized by its next power of two)."""
         defines = {"HEAD_DIM": head_dim, "KV_T": self.kv_ctype}
         mods = {f: self.dev.kernels(f, **defines) for f in ("attention_prefill", "rope_kv")}
-        if group is not None:
-            mods["attention_decode"] = self.dev.kernels(
-                "attention_decode", MAX_GROUP=1 << (group - 1).bit_length(), **defines)
+        mods["attention_decode"] = self.dev.kernels(
+            "attention_decode", MAX_GROUP=1 << (group - 1).bit_length(), **defines)
         return mods
 
     # ---- weights, once at load -----------------------------------------------------
@@ -108,11 +107,9 @@ class CUDAOps:
     def rope_cache(self, cos: np.ndarray, sin: np.ndarray) -> RopeTables:
         return RopeTables(self.dev.upload(cos.astype(np.float32)), self.dev.upload(sin.astype(np.float32)))
 
-    def kv_cache(self, n_layers, num_blocks, block_size, n_kv_heads, head_dim, n_heads=None):
+    def kv_cache(self, n_layers, num_blocks, block_size, n_kv_heads, head_dim, n_heads):
         self.dev.use()
-        # compile (or load from CuPy's cache) now, not mid-request; attention_decode is sized by
-        # the query group, so without n_heads it compiles at the first decode step
-        self.attention_kernels(head_dim, n_heads // n_kv_heads if n_heads else None)
+        self.attention_kernels(head_dim, n_heads // n_kv_heads)   # compile (or load from CuPy's cache) now, not mid-request
         self.trash_block = num_blocks
         max_blocks = max(1, num_blocks)
         self.graphs = DecodeGraphs(self, max_blocks, self.max_graph_batch) if self.use_graphs else None
