@@ -77,13 +77,15 @@ def dequant(t: GGUFTensor) -> torch.Tensor:
 
 
 def check_linear(ops: CUDAOps, rng, qtypes=QTYPES) -> list[Result]:
-    """matvec.cu (plain + bias, fused norm + residual, SiLU gate/up), dequant.cu + cuBLAS."""
+    """matvec.cu (plain + bias, fused norm + residual, SiLU gate/up), matmul.cu (one and two
+    token tiles, K split or not), dequant.cu + cuBLAS."""
     out, cpu, dev = [], CPUOps(), ops.dev
+    keep, ops.matmul_max_tokens = ops.matmul_max_tokens, 128    # all three token tiles of matmul.cu
     for qtype, K in [(q, k) for q in qtypes for k in ((512, 4096) if q in (Q.Q4_K, Q.Q5_K, Q.Q6_K) else (160, 1024))]:
         gate_up = [random_tensor("g", qtype, 96, K, rng), random_tensor("u", qtype, 96, K, rng)]
         plain = random_tensor("w", qtype, 75, K, rng)
         W, Wgu = dequant(plain), torch.cat([dequant(t) for t in gate_up])
-        for T in (1, 2, 3, 5, 8, 11, 40):
+        for T in (1, 2, 3, 5, 8, 11, 30, 40, 100, 300):
             a = rng.standard_normal((T, K)).astype(np.float32)
             b = rng.standard_normal((T, K)).astype(np.float32)
             nw = (1 + 0.1 * rng.standard_normal(K)).astype(np.float32)
@@ -100,7 +102,7 @@ def check_linear(ops: CUDAOps, rng, qtypes=QTYPES) -> list[Result]:
                 x = Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, s_out)
                 y = ops.linear(x, ops.linear_weight([plain]), dev.upload(bias))
                 tol = 2e-5 if gdt == "float32" else 4e-3
-                tag = f"linear {qtype.name} K={K} T={T} {'matvec' if T <= ops.matvec_max_tokens else 'cublas-' + gdt}"
+                tag = f"linear {qtype.name} K={K} T={T} {path(ops, T)}"
                 out.append(Result(f"{tag} norm+bias", rel_err(dev.to_host(y), ref_plain), tol))
                 out.append(Result(f"{tag} residual sum", rel_err(dev.to_host(s_out), s_ref.numpy()), 1e-6))
                 y = ops.linear(dev.upload(a), ops.linear_weight(gate_up), act="silu_mul")
@@ -123,14 +125,24 @@ def check_linear(ops: CUDAOps, rng, qtypes=QTYPES) -> list[Result]:
     y = ops.linear(Normed(dev.upload(a[:0]), None, dev.upload(np.ones(1536, np.float32)), 1e-6, None), ops.linear_weight([wide]))
     out.append(Result("linear with 0 token rows: shape (0, 40)", 0.0 if tuple(y.shape) == (0, 40) else 1.0, 0.0))
     mixed = [random_tensor("g", Q.Q4_K, 64, 512, rng), random_tensor("u", Q.Q6_K, 64, 512, rng)]
-    a = rng.standard_normal((3, 512)).astype(np.float32)
     ops._loaded.clear()
-    ref = cpu.linear(torch.from_numpy(a), torch.cat([dequant(t) for t in mixed]), act="silu_mul").numpy()
-    y = ops.linear(dev.upload(a), ops.linear_weight(mixed), act="silu_mul")
-    out.append(Result("linear Q4_K|Q6_K gate/up (silu_mul.cu)", rel_err(dev.to_host(y), ref), 2e-5))
+    for T, tol in ((3, 2e-5), (20, 4e-3)):
+        a = rng.standard_normal((T, 512)).astype(np.float32)
+        ref = cpu.linear(torch.from_numpy(a), torch.cat([dequant(t) for t in mixed]), act="silu_mul").numpy()
+        y = ops.linear(dev.upload(a), ops.linear_weight(mixed), act="silu_mul")
+        out.append(Result(f"linear Q4_K|Q6_K gate/up T={T} {path(ops, T)}", rel_err(dev.to_host(y), ref), tol))
     out += check_t1_segments(ops, rng)
-    ops.gemm_dtype = np.dtype(np.float16)
+    ops.gemm_dtype, ops.matmul_max_tokens = np.dtype(np.float16), keep
     return out
+
+
+def path(ops: CUDAOps, T: int) -> str:
+    """Which kernels linear.py runs for T token rows."""
+    if T <= ops.matvec_max_tokens:
+        return "matvec"
+    if T <= ops.matmul_max_tokens and ops.gemm_dtype == np.float16:
+        return "matmul"
+    return f"cublas-{ops.gemm_dtype.name}"
 
 
 def check_t1_segments(ops: CUDAOps, rng) -> list[Result]:

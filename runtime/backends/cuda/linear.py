@@ -2,9 +2,11 @@
 
 Up to `matvec_max_tokens` rows, matvec.cu reads each weight byte once per 8 tokens, with the
 residual add + RMSNorm of a `Normed` input fused into its prologue and SiLU(gate) * up into
-its epilogue; this path is graph-capturable and exact in f32. Beyond that, the weight is
-dequantized into a reused scratch buffer and multiplied by cuBLAS (f16 tensor cores with f32
-accumulation, or f32), with the norm and SiLU as separate kernels.
+its epilogue; this path is graph-capturable and exact in f32. Up to `matmul_max_tokens` rows
+(f16 gemm_dtype), matmul.cu decodes the weight into shared memory and multiplies on the tensor
+cores, reading it once per 64 tokens. Beyond that, the weight is dequantized into a reused
+scratch buffer and multiplied by cuBLAS (f16 tensor cores with f32 accumulation, or f32), with
+the norm and SiLU as separate kernels.
 """
 from __future__ import annotations
 
@@ -47,12 +49,23 @@ def linear(ops, x, w: QuantLinear, bias=None, act: str | None = None):
         return ops.alloc((0, w.rows // 2 if act else w.rows), np.float32)
     if T <= ops.matvec_max_tokens:
         return matvec(ops, x, w, bias, act)
+    if T <= ops.matmul_max_tokens and ops.gemm_dtype == np.float16 and K % 32 == 0:
+        return matmul(ops, x, w, bias, act)
     return gemm(ops, x, w, bias, act)
 
 
 MV_WARPS = {1: 4, 2: 8, 4: 8, 8: 8}  # matvec.cu's matvec_t<T>: warps a block, 1-2 weight rows each
-NORMED_BLOCKS_PER_SM = 2    # from T = 2 a norm-fused matvec's grid: 16 warps an SM, the prologue paid twice an SM
+# A norm-fused matvec's grid, blocks an SM: each block pays the norm prologue, so a few blocks
+# walk the row groups (T = 1: 12 warps an SM, qkv 8.3 -> 7.0 us, gate/up 15.1 -> 14.3 on the
+# H100; from T = 2: 16 warps an SM).
+NORMED_BLOCKS_PER_SM = {1: 3, 2: 2, 4: 2, 8: 2}
 NORM_ONCE_ROWS = 65536      # from this many outputs (the lm_head) the norm runs once, not in every block
+
+
+def qtype_mask(w: QuantLinear) -> int:
+    """The formats a kernel module must decode (quant.cuh's QTYPES): modules are compiled per
+    mask, holding only those decoders (smaller code, fewer registers)."""
+    return sum(1 << int(q) for q in w.qtypes)
 
 
 def matvec(ops, x, w: QuantLinear, bias, act):
@@ -74,17 +87,62 @@ def matvec(ops, x, w: QuantLinear, bias, act):
     warps = MV_WARPS[tk]
     per_block = warps * (1 if mode else 2)
     groups = (n_out + per_block - 1) // per_block
-    if isinstance(x, Normed) and tk > 1:    # each block norms x again: few blocks, more rows each
-        groups = min(groups, NORMED_BLOCKS_PER_SM * ops.dev.sm_count)
+    if isinstance(x, Normed) and NORMED_BLOCKS_PER_SM[tk]:   # each block norms x again
+        groups = min(groups, NORMED_BLOCKS_PER_SM[tk] * ops.dev.sm_count)
     grid = (groups, (T + tk - 1) // tk)
     if isinstance(x, Normed):
         inputs = (None, np.int32(K), np.int32(T), x.a, x.b, x.weight, np.float32(x.eps),
                   x.sum_out if x.b is not None else None)
     else:
         inputs = (x, np.int32(K), np.int32(T), None, None, None, np.float32(0), None)
-    getattr(ops.dev.kernels("matvec"), f"matvec_t{tk}")(grid, (32 * warps,), (
+    getattr(ops.dev.kernels("matvec", QTYPES=qtype_mask(w)), f"matvec_t{tk}")(grid, (32 * warps,), (
         w.table, np.int32(len(w.segments)), np.int32(K), np.int32(n_out), np.int32(mode), *inputs,
         bias, out, np.int32(n_out)), smem)
+    return out
+
+
+MATMUL_STEP = 256          # matmul.cu's KS: columns a K step, and the unit of a K split
+MATMUL_ROWS = 64           # weight rows a tile (mode 1: 32 gate + 32 up)
+MATMUL_MAX_SPLITS = 8
+MATMUL_TOKEN_TILE = 64     # most tokens a block (16, 32 or 64)
+
+
+def as_f16(ops, x):
+    if isinstance(x, Normed):
+        return materialize(ops, x, np.float16)
+    if x.dtype == np.float16:
+        return x
+    h = ops.alloc(x.shape, np.float16)
+    h[...] = x
+    return h
+
+
+def matmul(ops, x, w: QuantLinear, bias, act):
+    """matmul.cu: tiles of 64 weight rows x 16-64 tokens, K split until the grid has about
+    two blocks an SM (each split a whole number of 256-column steps)."""
+    T, K = x.shape
+    h = as_f16(ops, x)
+    mode = 1 if act == "silu_mul" else 0
+    n_out = w.rows // 2 if mode else w.rows
+    bt = 16 if T <= 16 else 32 if T <= 32 or MATMUL_TOKEN_TILE == 32 else 64
+    nf = bt // 8
+    tiles = (n_out + (MATMUL_ROWS // 2 if mode else MATMUL_ROWS) - 1) // (MATMUL_ROWS // 2 if mode else MATMUL_ROWS)
+    ty = (T + bt - 1) // bt
+    steps = (K + MATMUL_STEP - 1) // MATMUL_STEP
+    splits = 1
+    while splits * 2 <= min(steps, MATMUL_MAX_SPLITS) and tiles * ty * splits < 2 * ops.dev.sm_count:
+        splits *= 2
+    ksplit = (steps + splits - 1) // splits * MATMUL_STEP
+    splits = (K + ksplit - 1) // ksplit
+    part = count = None
+    if splits > 1:      # partial tiles, and tickets that the kernel leaves at zero (graph replays)
+        part = ops.alloc((splits * ty * tiles * bt * MATMUL_ROWS,), np.float32)
+        count = ops.alloc((ty * tiles,), np.int32, zero=True)
+    out = ops.alloc((T, n_out), np.float32)
+    smem = (MATMUL_ROWS + 2 * bt) * (MATMUL_STEP + 8) * 2     # weights, tokens double-buffered
+    getattr(ops.dev.kernels("matmul", QTYPES=qtype_mask(w)), f"matmul_t{nf}")((tiles, ty, splits), (128,), (
+        w.table, np.int32(len(w.segments)), np.int32(K), np.int32(n_out), np.int32(mode), h, np.int32(K),
+        np.int32(T), np.int32(ksplit), bias, out, np.int32(n_out), part, count), smem)
     return out
 
 

@@ -9,6 +9,7 @@ backend has it. Options:
     kv_dtype           "float16" | "bfloat16" | "float32"   KV cache storage
     gemm_dtype         "float16" | "float32"                 cuBLAS inputs beyond matvec
     matvec_max_tokens  rows up to which linear layers use matvec.cu (graph-capturable)
+    matmul_max_tokens  rows up to which they use matmul.cu (f16 tensor cores), beyond it cuBLAS
     graphs             capture decode steps (off: every step eager, for debugging)
 """
 from __future__ import annotations
@@ -41,8 +42,8 @@ class CUDAOps:
     name = "cuda"
 
     def __init__(self, kv_dtype: str = "float16", gemm_dtype: str = "float16",
-                 matvec_max_tokens: int = 8, graphs: bool = True, max_graph_batch: int = 64,
-                 device=None):
+                 matvec_max_tokens: int = 8, matmul_max_tokens: int = 32, graphs: bool = True,
+                 max_graph_batch: int = 64, device=None):
         if kv_dtype not in attn.KV_TYPES or gemm_dtype not in ("float16", "float32"):
             raise ValueError(f"kv_dtype {kv_dtype!r} / gemm_dtype {gemm_dtype!r} not supported")
         if device is None:
@@ -51,7 +52,7 @@ class CUDAOps:
         self.dev, self.xp = device, device.xp
         self.kv_ctype, self.dtype = attn.KV_TYPES[kv_dtype][0], np.dtype(attn.KV_TYPES[kv_dtype][1])
         self.gemm_dtype = np.dtype(gemm_dtype)
-        self.matvec_max_tokens = matvec_max_tokens
+        self.matvec_max_tokens, self.matmul_max_tokens = matvec_max_tokens, matmul_max_tokens
         self.use_graphs, self.max_graph_batch = graphs, max_graph_batch
         self.sampler = Sampler(self)
         self.graphs: DecodeGraphs | None = None

@@ -48,6 +48,38 @@ __device__ __forceinline__ void prefetch_lines(const void* p, long long bytes, i
 __device__ __forceinline__ void prefetch_l2(const void* p, long long bytes, int lane) {
   prefetch_lines(p, bytes, lane, 32);
 }
+// 16 bytes global -> shared without passing through registers (cp.async, sm_80), so a tile's
+// copy is in flight while the threads do other work. cp_async_commit() closes this thread's
+// group of copies; cp_async_wait<N>() waits until at most N of its groups are still pending.
+__device__ __forceinline__ void cp_async16(void* smem, const void* global) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(EMULATOR)
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((u32)__cvta_generic_to_shared(smem)), "l"(global));
+#else
+  *reinterpret_cast<uint4*>(smem) = *reinterpret_cast<const uint4*>(global);
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(EMULATOR)
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(EMULATOR)
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
+// A 16-byte store to shared memory as one instruction (NVVM split uint4 stores of decoded
+// halves into four 4-byte ones).
+__device__ __forceinline__ void st_shared16(void* smem, uint4 v) {
+#if defined(__CUDA_ARCH__) && !defined(EMULATOR)
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"((u32)__cvta_generic_to_shared(smem)), "r"(v.x),
+               "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+#else
+  *reinterpret_cast<uint4*>(smem) = v;
+#endif
+}
+
 #define NEG_INF __int_as_float(0xff800000)
 
 __device__ __forceinline__ float warp_sum(float v) {

@@ -12,48 +12,12 @@
 // so that each store instruction writes a lane pair's whole 32-byte sector, not half of two.
 #include "quant.cuh"
 
-// Weights i..i+RL of a run to dst: float4 stores (f32), or 8 halves a 16-byte store (f16).
-template <class FMT>
-__device__ __forceinline__ void store_run(const State& st, int run, float* dst) {
-#pragma unroll
-  for (int i = 0; i < FMT::RL; i += 4) *reinterpret_cast<float4*>(dst + i) = FMT::get4(st, run, i);
-}
-
-__device__ __forceinline__ u32 pack_half2(float a, float b) {
-  const __half2 h = __floats2half2_rn(a, b);
-  return *reinterpret_cast<const u32*>(&h);
-}
-
-template <class FMT>
-__device__ __forceinline__ void store_run(const State& st, int run, __half* dst) {
-  if constexpr (FMT::RL % 8 == 0) {
-#pragma unroll
-    for (int i = 0; i < FMT::RL; i += 8) {
-      const float4 a = FMT::get4(st, run, i), b = FMT::get4(st, run, i + 4);
-      *reinterpret_cast<uint4*>(dst + i) = make_uint4(pack_half2(a.x, a.y), pack_half2(a.z, a.w),
-                                                      pack_half2(b.x, b.y), pack_half2(b.z, b.w));
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < FMT::RL; i += 4) {
-      const float4 a = FMT::get4(st, run, i);
-      *reinterpret_cast<uint2*>(dst + i) = make_uint2(pack_half2(a.x, a.y), pack_half2(a.z, a.w));
-    }
-  }
-}
-
 // Chunk 2j + 1 decodes to the columns right after chunk 2j's, run by run (C even, RL 16).
 template <class FMT> struct Paired { static constexpr bool ok = false; };
 template <> struct Paired<Fmt<Q4_K>> { static constexpr bool ok = true; };
 template <> struct Paired<Fmt<Q5_K>> { static constexpr bool ok = true; };
 template <> struct Paired<Fmt<Q6_K>> { static constexpr bool ok = true; };
 template <> struct Paired<Fmt<Q8_0>> { static constexpr bool ok = true; };
-
-template <class FMT>
-__device__ __forceinline__ uint4 pack8(const State& st, int run, int i) {
-  const float4 a = FMT::get4(st, run, i), b = FMT::get4(st, run, i + 4);
-  return make_uint4(pack_half2(a.x, a.y), pack_half2(a.z, a.w), pack_half2(b.x, b.y), pack_half2(b.z, b.w));
-}
 
 template <class FMT, class OUT>
 __device__ __forceinline__ void dequant_row(const u8* q, const u8* s, int K, OUT* dst) {
@@ -71,7 +35,9 @@ __device__ __forceinline__ void dequant_row(const u8* q, const u8* s, int K, OUT
       if (on) FMT::load(q, s, idx / FMT::C, idx % FMT::C, st, col);
 #pragma unroll
       for (int run = 0; run < FMT::NR; run++) {
-        const uint4 h0 = pack8<FMT>(st, run, 0), h1 = pack8<FMT>(st, run, 8);
+        uint4 h[2];
+        pack16<FMT>(st, run, h);
+        const uint4 h0 = h[0], h1 = h[1];
         const uint4 send = odd ? h0 : h1;
         const uint4 got = make_uint4(__shfl_xor_sync(FULL_MASK, send.x, 1), __shfl_xor_sync(FULL_MASK, send.y, 1),
                                      __shfl_xor_sync(FULL_MASK, send.z, 1), __shfl_xor_sync(FULL_MASK, send.w, 1));

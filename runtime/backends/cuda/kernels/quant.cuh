@@ -295,21 +295,142 @@ template <> struct Split<Fmt<Q8_0>> {
   __device__ static float n(const State&, int) { return 0.0f; }
 };
 
-// Runs BODY with FMT = Fmt<qt> for a run-time qtype (uniform across the warp).
-#define DISPATCH_QTYPE(qt, BODY)                  \
-  switch (qt) {                                   \
-    case F32: { typedef Fmt<F32> FMT; BODY; } break;   \
-    case F16: { typedef Fmt<F16> FMT; BODY; } break;   \
-    case BF16: { typedef Fmt<BF16> FMT; BODY; } break; \
-    case Q4_0: { typedef Fmt<Q4_0> FMT; BODY; } break; \
-    case Q4_1: { typedef Fmt<Q4_1> FMT; BODY; } break; \
-    case Q5_0: { typedef Fmt<Q5_0> FMT; BODY; } break; \
-    case Q5_1: { typedef Fmt<Q5_1> FMT; BODY; } break; \
-    case Q8_0: { typedef Fmt<Q8_0> FMT; BODY; } break; \
-    case Q4_K: { typedef Fmt<Q4_K> FMT; BODY; } break; \
-    case Q5_K: { typedef Fmt<Q5_K> FMT; BODY; } break; \
-    case Q6_K: { typedef Fmt<Q6_K> FMT; BODY; } break; \
-    default: break;                               \
+// Weights i..i+RL of a run to dst: float4 stores (f32), or 8 halves a 16-byte store (f16).
+template <class FMT>
+__device__ __forceinline__ void store_run(const State& st, int run, float* dst) {
+#pragma unroll
+  for (int i = 0; i < FMT::RL; i += 4) *reinterpret_cast<float4*>(dst + i) = FMT::get4(st, run, i);
+}
+
+__device__ __forceinline__ u32 pack_half2(float a, float b) {
+  const __half2 h = __floats2half2_rn(a, b);
+  return *reinterpret_cast<const u32*>(&h);
+}
+
+// f16 decode in half2 arithmetic for the common formats: a byte b < 1024 becomes the half
+// 1024 + b through one byte_perm into the mantissa of 0x6400, HSUB2 removes 1024 and the
+// format's offset exactly (small integers), and one HFMA2 / HMUL2 applies the run's scale
+// (and min), rounding once: ~1.75 instructions a weight against ~6 through get4 and f32,
+// which made the decode the bulk of matmul.cu's instructions.
+__device__ __forceinline__ __half2 as_half2(u32 v) { return *reinterpret_cast<const __half2*>(&v); }
+__device__ __forceinline__ u32 as_u32(__half2 h) { return *reinterpret_cast<const u32*>(&h); }
+
+__device__ __forceinline__ __half2 fma2(__half2 a, __half2 b, __half2 c) {
+#ifdef EMULATOR
+  const float2 x = __half22float2(a), y = __half22float2(b), z = __half22float2(c);
+  return __floats2half2_rn(fmaf(x.x, y.x, z.x), fmaf(x.y, y.y, z.y));
+#else
+  return __hfma2(a, b, c);
+#endif
+}
+
+// Bytes 0..3 of w (values < 1024 - off) as four halves minus off, scaled: d * (b - off) + n.
+// off is a half2 bit pattern (1024 + offset in both halves), so no conversion is spent on it.
+template <bool HAS_N>
+__device__ __forceinline__ uint2 bytes_to_h4(u32 w, u32 off, __half2 d, __half2 n) {
+  const __half2 lo = __hsub2(as_half2(__byte_perm(w, 0x64646464u, 0x4140)), as_half2(off));
+  const __half2 hi = __hsub2(as_half2(__byte_perm(w, 0x64646464u, 0x4342)), as_half2(off));
+  if constexpr (HAS_N) return make_uint2(as_u32(fma2(lo, d, n)), as_u32(fma2(hi, d, n)));
+  else return make_uint2(as_u32(__hmul2(lo, d)), as_u32(__hmul2(hi, d)));
+}
+
+// Half<FMT>::run16 decodes the 16 weights of a run (RL = 16 in these formats) to halves,
+// h[0] = columns 0..7, h[1] = 8..15; the scale (and min) converted once a run.
+template <class FMT> struct Half { static constexpr bool ok = false; };
+
+template <> struct Half<Fmt<Q4_K>> {
+  static constexpr bool ok = true;
+  __device__ static void run16(const State& st, int run, uint4* h) {
+    const __half2 d = __float2half2_rn(run == 0 ? st.d0 : st.d1), n = __float2half2_rn(run == 0 ? st.n0 : st.n1);
+    uint2 q[4];
+#pragma unroll
+    for (int w = 0; w < 4; w++) q[w] = bytes_to_h4<true>((word_of(st.v, w) >> (4 * run)) & 0x0F0F0F0Fu, 0x64006400u, d, n);
+    h[0] = make_uint4(q[0].x, q[0].y, q[1].x, q[1].y);
+    h[1] = make_uint4(q[2].x, q[2].y, q[3].x, q[3].y);
+  }
+};
+
+template <> struct Half<Fmt<Q6_K>> {
+  static constexpr bool ok = true;
+  __device__ static void run16(const State& st, int run, uint4* h) {
+    const __half2 d = __float2half2_rn(run == 0 ? st.d0 : st.d1);
+    uint2 q[4];
+#pragma unroll
+    for (int w = 0; w < 4; w++) {
+      const u32 lo = (word_of(st.v, w) >> (4 * run)) & 0x0F0F0F0Fu;
+      const u32 hi = ((word_of(st.h, w) >> (4 * run)) & 0x03030303u) << 4;
+      q[w] = bytes_to_h4<false>(lo | hi, 0x64206420u, d, d);          // 1024 + 32
+    }
+    h[0] = make_uint4(q[0].x, q[0].y, q[1].x, q[1].y);
+    h[1] = make_uint4(q[2].x, q[2].y, q[3].x, q[3].y);
+  }
+};
+
+template <> struct Half<Fmt<Q8_0>> {
+  static constexpr bool ok = true;
+  __device__ static void run16(const State& st, int, uint4* h) {
+    const __half2 d = __float2half2_rn(st.d0);
+    uint2 q[4];
+#pragma unroll
+    for (int w = 0; w < 4; w++) q[w] = bytes_to_h4<false>(word_of(st.v, w) ^ 0x80808080u, 0x64806480u, d, d);  // 1024 + 128
+    h[0] = make_uint4(q[0].x, q[0].y, q[1].x, q[1].y);
+    h[1] = make_uint4(q[2].x, q[2].y, q[3].x, q[3].y);
+  }
+};
+
+// Columns i..i+7 of a run as 8 halves, through get4 and f32.
+template <class FMT>
+__device__ __forceinline__ uint4 pack8(const State& st, int run, int i) {
+  const float4 a = FMT::get4(st, run, i), b = FMT::get4(st, run, i + 4);
+  return make_uint4(pack_half2(a.x, a.y), pack_half2(a.z, a.w), pack_half2(b.x, b.y), pack_half2(b.z, b.w));
+}
+
+// The 16 columns of a run (RL = 16) as halves: h[0] = 0..7, h[1] = 8..15.
+template <class FMT>
+__device__ __forceinline__ void pack16(const State& st, int run, uint4* h) {
+  if constexpr (Half<FMT>::ok) {
+    Half<FMT>::run16(st, run, h);
+  } else {
+    h[0] = pack8<FMT>(st, run, 0);
+    h[1] = pack8<FMT>(st, run, 8);
+  }
+}
+
+template <class FMT>
+__device__ __forceinline__ void store_run(const State& st, int run, __half* dst) {
+  if constexpr (FMT::RL == 16) {
+    uint4 h[2];
+    pack16<FMT>(st, run, h);
+    *reinterpret_cast<uint4*>(dst) = h[0];
+    *reinterpret_cast<uint4*>(dst + 8) = h[1];
+  } else if constexpr (FMT::RL % 8 == 0) {
+#pragma unroll
+    for (int i = 0; i < FMT::RL; i += 8) *reinterpret_cast<uint4*>(dst + i) = pack8<FMT>(st, run, i);
+  } else {
+#pragma unroll
+    for (int i = 0; i < FMT::RL; i += 4) {
+      const float4 a = FMT::get4(st, run, i);
+      *reinterpret_cast<uint2*>(dst + i) = make_uint2(pack_half2(a.x, a.y), pack_half2(a.z, a.w));
+    }
+  }
+}
+
+// Runs BODY with FMT = Fmt<qt> for a run-time qtype (uniform across the warp). A module
+// compiled with -DQTYPES=<mask> (bit qt set for each format it must decode) holds only those
+// decoders: matmul.cu is built per weight format, as its K loop with all eleven inlined made
+// warps stall on instruction fetch.
+#ifndef QTYPES
+#define QTYPES 0xFFFFFFFFu
+#endif
+#define QTYPE_CASE(QT, BODY) \
+  case QT: if constexpr (((QTYPES) >> QT) & 1u) { typedef Fmt<QT> FMT; BODY; } break;
+#define DISPATCH_QTYPE(qt, BODY)                                                           \
+  switch (qt) {                                                                            \
+    QTYPE_CASE(F32, BODY) QTYPE_CASE(F16, BODY) QTYPE_CASE(BF16, BODY)                     \
+    QTYPE_CASE(Q4_0, BODY) QTYPE_CASE(Q4_1, BODY) QTYPE_CASE(Q5_0, BODY)                   \
+    QTYPE_CASE(Q5_1, BODY) QTYPE_CASE(Q8_0, BODY) QTYPE_CASE(Q4_K, BODY)                   \
+    QTYPE_CASE(Q5_K, BODY) QTYPE_CASE(Q6_K, BODY)                                          \
+    default: break;                                                                        \
   }
 
 // One weight segment: rows [row0, row0 + rows) of a linear weight stored in one qtype.
