@@ -124,6 +124,14 @@ def check_linear(ops: CUDAOps, rng, qtypes=QTYPES) -> list[Result]:
     # A prefill chunk that ends no prompt asks the lm_head for zero rows.
     y = ops.linear(Normed(dev.upload(a[:0]), None, dev.upload(np.ones(1536, np.float32)), 1e-6, None), ops.linear_weight([wide]))
     out.append(Result("linear with 0 token rows: shape (0, 40)", 0.0 if tuple(y.shape) == (0, 40) else 1.0, 0.0))
+    # Enough rows (4 tiles an SM) for matmul.cu's 64-token tile, one short K step (K = 64).
+    wide = random_tensor("wide", Q.Q8_0, 4 * dev.sm_count * linear_mod.MATMUL_ROWS + 40, 64, rng)
+    a = rng.standard_normal((40, 64)).astype(np.float32)
+    ops._loaded.clear()
+    y = ops.linear(dev.upload(a), ops.linear_weight([wide]))
+    ref = cpu.linear(torch.from_numpy(a), dequant(wide)).numpy()
+    out.append(Result(f"linear Q8_0 {wide.shape[0]}x64 T=40 {path(ops, 40, wide.shape[0])} (64-token tiles)",
+                      rel_err(dev.to_host(y), ref), 4e-3))
     mixed = [random_tensor("g", Q.Q4_K, 64, 512, rng), random_tensor("u", Q.Q6_K, 64, 512, rng)]
     ops._loaded.clear()
     for T, tol in ((3, 2e-5), (20, 4e-3)):
@@ -136,11 +144,11 @@ def check_linear(ops: CUDAOps, rng, qtypes=QTYPES) -> list[Result]:
     return out
 
 
-def path(ops: CUDAOps, T: int) -> str:
+def path(ops: CUDAOps, T: int, rows: int = 75) -> str:
     """Which kernels linear.py runs for T token rows."""
     if T <= ops.matvec_max_tokens:
         return "matvec"
-    if T <= ops.matmul_max_tokens and ops.gemm_dtype == np.float16:
+    if linear_mod.use_matmul(ops, T, 1024, rows):
         return "matmul"
     return f"cublas-{ops.gemm_dtype.name}"
 

@@ -49,16 +49,16 @@ def linear(ops, x, w: QuantLinear, bias=None, act: str | None = None):
         return ops.alloc((0, w.rows // 2 if act else w.rows), np.float32)
     if T <= ops.matvec_max_tokens:
         return matvec(ops, x, w, bias, act)
-    if T <= ops.matmul_max_tokens and ops.gemm_dtype == np.float16 and K % 32 == 0:
+    if use_matmul(ops, T, K, w.rows):
         return matmul(ops, x, w, bias, act)
     return gemm(ops, x, w, bias, act)
 
 
 MV_WARPS = {1: 4, 2: 8, 4: 8, 8: 8}  # matvec.cu's matvec_t<T>: warps a block, 1-2 weight rows each
-# A norm-fused matvec's grid, blocks an SM: each block pays the norm prologue, so a few blocks
-# walk the row groups (T = 1: 12 warps an SM, qkv 8.3 -> 7.0 us, gate/up 15.1 -> 14.3 on the
-# H100; from T = 2: 16 warps an SM).
-NORMED_BLOCKS_PER_SM = {1: 3, 2: 2, 4: 2, 8: 2}
+# A norm-fused matvec's grid, blocks an SM: each block pays the norm prologue, so beyond this
+# many blocks they walk the row groups (T = 1: the 24 warps an SM that fit, gate/up 15.1 ->
+# 13.9 us on the H100, qkv's 512 groups fit uncapped; from T = 2: 16 warps an SM).
+NORMED_BLOCKS_PER_SM = {1: 6, 2: 2, 4: 2, 8: 2}
 NORM_ONCE_ROWS = 65536      # from this many outputs (the lm_head) the norm runs once, not in every block
 
 
@@ -104,7 +104,19 @@ def matvec(ops, x, w: QuantLinear, bias, act):
 MATMUL_STEP = 256          # matmul.cu's KS: columns a K step, and the unit of a K split
 MATMUL_ROWS = 64           # weight rows a tile (mode 1: 32 gate + 32 up)
 MATMUL_MAX_SPLITS = 8
-MATMUL_TOKEN_TILE = 64     # most tokens a block (16, 32 or 64)
+
+
+MATMUL_WIDE = (64, 8192)    # token rows up to which weights of this many rows still use matmul.cu
+
+
+def use_matmul(ops, T: int, K: int, rows: int) -> bool:
+    """matmul.cu for up to matmul_max_tokens rows (f16 gemm_dtype), and up to 64 for weights
+    wide enough to fill the GPU without a K split, whose combine costs more as T grows
+    (H100, 1.7B at T = 64: gate/up 50 us against cuBLAS's 62, lm_head 482 against 516, while
+    qkv, o_proj and down were 15-25% slower than cuBLAS)."""
+    if ops.gemm_dtype != np.float16 or K % 32:
+        return False
+    return T <= ops.matmul_max_tokens or (T <= MATMUL_WIDE[0] and rows >= MATMUL_WIDE[1])
 
 
 def as_f16(ops, x):
@@ -124,9 +136,11 @@ def matmul(ops, x, w: QuantLinear, bias, act):
     h = as_f16(ops, x)
     mode = 1 if act == "silu_mul" else 0
     n_out = w.rows // 2 if mode else w.rows
-    bt = 16 if T <= 16 else 32 if T <= 32 or MATMUL_TOKEN_TILE == 32 else 64
-    nf = bt // 8
     tiles = (n_out + (MATMUL_ROWS // 2 if mode else MATMUL_ROWS) - 1) // (MATMUL_ROWS // 2 if mode else MATMUL_ROWS)
+    # Tiles of 64 tokens read the weight once but fit 2 blocks an SM; a weight of fewer than
+    # 4 tiles an SM runs faster as two passes of 32 (gate/up 1.7B T = 64: 50 against 60 us).
+    bt = 16 if T <= 16 else 32 if T <= 32 or tiles < 4 * ops.dev.sm_count else 64
+    nf = bt // 8
     ty = (T + bt - 1) // bt
     steps = (K + MATMUL_STEP - 1) // MATMUL_STEP
     splits = 1

@@ -92,7 +92,7 @@ def report(ops) -> list[dict]:
     def add(name, us, nbytes):
         rows.append({"kernel": name, "us": us, "GB/s": nbytes / us / 1e3, "of_copy": nbytes / us / 1e3 / (bw / 1e9)})
 
-    keep = ops.matvec_max_tokens
+    keep = ops.matvec_max_tokens, ops.matmul_max_tokens
     H, F, V = 2048, 6144, 151936
     shapes = [("qkv (norm fused)", Q.Q4_K, 4096, H, None, True), ("o_proj", Q.Q4_K, H, H, None, False),
               ("gate_up+silu (norm fused)", Q.Q4_K, 2 * F, H, "silu_mul", True), ("down", Q.Q6_K, H, F, None, False),
@@ -107,19 +107,19 @@ def report(ops) -> list[dict]:
             x = xp.asarray(rng.standard_normal((T, k)).astype(np.float32))
             r, nw = xp.asarray(rng.standard_normal((T, k)).astype(np.float32)), xp.ones(k, np.float32)
             inp = Normed(x, r, nw, 1e-6, xp.empty((T, k), np.float32)) if normed else x
-            for path, limit in (("matvec", 64), ("dequant+cublas-f16", 0)):
+            for path, mv, mm in (("matvec", 64, 0), ("matmul", 0, 64), ("dequant+cublas-f16", 0, 0)):
                 if path == "matvec" and T > 16 and name == "lm_head":
                     continue                       # ~24 ms a launch: known to lose
-                if limit == 0 and T == 1:
+                if path != "matvec" and T == 1:
                     continue
-                ops.matvec_max_tokens = limit
+                ops.matvec_max_tokens, ops.matmul_max_tokens = mv, mm
                 try:
                     us = graph_us(ops, lambda i: ops.linear(inp, ws[i], act=act), copies)
                 except CaptureError as e:       # cuBLAS refused the capture: time it eagerly
                     ms, _, _ = events_ms(dev, lambda: ops.linear(inp, ws[0], act=act))
                     us, path = ms * 1e3, f"{path} (eager: {str(e)[:40]})"
                 add(f"{path} T={T} {name} {qtype.name} [{n}x{k}]", us, w0.nbytes + 4 * T * (k + n))
-        ops.matvec_max_tokens = keep
+        ops.matvec_max_tokens, ops.matmul_max_tokens = keep
         ops._loaded.clear()
 
     D, Hq, Hkv, bs = 128, 16, 8, 16
