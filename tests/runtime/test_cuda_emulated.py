@@ -67,3 +67,20 @@ def test_prefill_chunks_that_end_no_prompt_match_cpu(tiny_gguf, tokenizer_cache)
     params = SamplingParams(max_tokens=6, temperature=0, ignore_eos=True)
     assert len(ids) == 40
     assert gpu.generate([ids, ids[:23]], params)[0].token_ids == cpu.generate([ids], params)[0].token_ids
+
+
+def test_batch_of_twelve_decodes_through_matmul_in_the_graphs(tiny_gguf, tokenizer_cache):
+    """Twelve sequences decode 12 token rows a step: beyond matvec.cu's 8, so the captured
+    graph runs matmul.cu (tensor-core tiles, f16 inputs). Each sequence's greedy tokens must
+    equal what the CPU reference gives it alone."""
+    path = tiny_gguf("qwen3", Q.Q8_0)
+    config = EngineConfig(model=path, backend="cpu", kv_cache_mb=16, tokenizer_cache=tokenizer_cache)
+    cpu = LLMEngine(config)
+    ops = CUDAOps(device=emulator.EmuDevice(), kv_dtype="float32")
+    gpu = LLMEngine(config, ops=ops)
+    base = cpu.tokenizer.encode("Count the apples and the pears in the basket, then add three more")
+    prompts = [base[i % 5:] + base[:i % 3] for i in range(12)]
+    params = SamplingParams(max_tokens=4, temperature=0, ignore_eos=True)
+    got = [r.token_ids for r in gpu.generate(prompts, params)]
+    assert got == [r.token_ids for r in cpu.generate(prompts, params)]
+    assert ops.graphs.buckets and any(key[0] == "matmul" for key in ops.dev._modules)

@@ -85,13 +85,15 @@ def test_default_precision_teacher_forced(tiny_gguf, tokenizer_cache, arch):
     assert (got.argmax(1) == ref.argmax(1))[clear].all()
 
 
-@pytest.mark.parametrize("arch,seqs,bucket", [("qwen3", 5, 8), ("qwen2", 20, 32)])
-def test_graph_replay_equals_eager(tiny_gguf, tokenizer_cache, arch, seqs, bucket):
+@pytest.mark.parametrize("arch,seqs,bucket,precision", [("qwen3", 5, 8, EXACT), ("qwen2", 20, 32, EXACT),
+                                                          ("qwen3", 12, 16, {}), ("qwen2", 40, 64, {})])
+def test_graph_replay_equals_eager(tiny_gguf, tokenizer_cache, arch, seqs, bucket, precision):
     """Graphs give the eager engine's tokens; the 32 bucket is past matvec.cu, so it captures
-    dequantize + cuBLAS inside the graph (no fallback to matvec.cu)."""
+    dequantize + cuBLAS inside the graph (no fallback to matvec.cu); at default precision the
+    16 and 64 buckets capture matmul.cu (and its K-split tickets) and the f16 casts."""
     path = tiny_gguf(arch, Q.Q8_0)
-    graphed = cuda_engine(path, tokenizer_cache, EXACT)
-    eager = cuda_engine(path, tokenizer_cache, {**EXACT, "graphs": False})
+    graphed = cuda_engine(path, tokenizer_cache, precision)
+    eager = cuda_engine(path, tokenizer_cache, {**precision, "graphs": False})
     ps = engine_tests.prompts(graphed, seqs)
     params = SamplingParams(max_tokens=16, temperature=0, ignore_eos=True)
     assert [c.token_ids for c in graphed.generate(ps, params)] == [c.token_ids for c in eager.generate(ps, params)]

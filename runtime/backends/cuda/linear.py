@@ -119,13 +119,19 @@ def use_matmul(ops, T: int, K: int, rows: int) -> bool:
     return T <= ops.matmul_max_tokens or (T <= MATMUL_WIDE[0] and rows >= MATMUL_WIDE[1])
 
 
-def as_f16(ops, x):
+def as_dtype(ops, x, dtype):
+    """x as a [T, K] array of dtype (f32 or f16) for matmul.cu or cuBLAS: a Normed input
+    is normed into it, an f32 one cast by to_f16.cu."""
     if isinstance(x, Normed):
-        return materialize(ops, x, np.float16)
-    if x.dtype == np.float16:
+        return materialize(ops, x, dtype)
+    if x.dtype == dtype:
         return x
-    h = ops.alloc(x.shape, np.float16)
-    h[...] = x
+    h = ops.alloc(x.shape, dtype)
+    if dtype == np.float16 and x.dtype == np.float32 and x.flags.c_contiguous and ops.dev.ptr(x) % 16 == 0:
+        blocks = min(1024, (x.size // 4 + 255) // 256 + 1)
+        ops.dev.kernels("to_f16").to_f16((blocks,), (256,), (x, np.int64(x.size), h))
+    else:
+        h[...] = x
     return h
 
 
@@ -133,7 +139,7 @@ def matmul(ops, x, w: QuantLinear, bias, act):
     """matmul.cu: tiles of 64 weight rows x 16-64 tokens, K split until the grid has about
     two blocks an SM (each split a whole number of 256-column steps)."""
     T, K = x.shape
-    h = as_f16(ops, x)
+    h = as_dtype(ops, x, np.float16)
     mode = 1 if act == "silu_mul" else 0
     n_out = w.rows // 2 if mode else w.rows
     tiles = (n_out + (MATMUL_ROWS // 2 if mode else MATMUL_ROWS) - 1) // (MATMUL_ROWS // 2 if mode else MATMUL_ROWS)
@@ -165,11 +171,7 @@ def gemm(ops, x, w: QuantLinear, bias, act):
     fixed, so captured graphs keep valid pointers), each slice multiplied by cuBLAS."""
     T, K = x.shape
     dtype = ops.gemm_dtype
-    if isinstance(x, Normed):
-        h = materialize(ops, x, dtype)
-    else:
-        h = ops.alloc((T, K), dtype)
-        h[...] = x
+    h = as_dtype(ops, x, dtype)
     scratch = ops.scratch(dtype)
     step = max(2, scratch.size // K // 2 * 2)
     name = "dequant_f32" if dtype == np.float32 else "dequant_f16"
