@@ -7,7 +7,7 @@ per batch-size bucket (graphs.py) through `run_forward`, which DecoderLM.run cal
 backend has it. Options:
 
     kv_dtype           "float16" | "bfloat16" | "float32"   KV cache storage
-    gemm_dtype         "float16" | "float32"                 cuBLAS inputs beyond matvec
+    gemm_dtype         "float16" | "float32"                 inputs beyond matvec (matmul.cu needs float16)
     matvec_max_tokens  rows up to which linear layers use matvec.cu (graph-capturable)
     matmul_max_tokens  rows up to which they use matmul.cu (f16 tensor cores), beyond it cuBLAS
     graphs             capture decode steps (off: every step eager, for debugging)
