@@ -69,17 +69,6 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
 #endif
 }
 
-// A 16-byte store to shared memory as one instruction (NVVM split uint4 stores of decoded
-// halves into four 4-byte ones).
-__device__ __forceinline__ void st_shared16(void* smem, uint4 v) {
-#if defined(__CUDA_ARCH__) && !defined(EMULATOR)
-  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"((u32)__cvta_generic_to_shared(smem)), "r"(v.x),
-               "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
-#else
-  *reinterpret_cast<uint4*>(smem) = v;
-#endif
-}
-
 #define NEG_INF __int_as_float(0xff800000)
 
 __device__ __forceinline__ float warp_sum(float v) {

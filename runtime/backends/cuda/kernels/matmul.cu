@@ -52,18 +52,6 @@ __device__ __forceinline__ void load_chunks(const u8* q, const u8* s, int c0, in
 }
 
 template <class FMT>
-__device__ __forceinline__ void stage_run(const State& st, int run, __half* dst) {
-  if constexpr (FMT::RL == 16) {
-    uint4 h[2];
-    pack16<FMT>(st, run, h);
-    st_shared16(dst, h[0]);
-    st_shared16(dst + 8, h[1]);
-  } else {
-    store_run<FMT>(st, run, dst);
-  }
-}
-
-template <class FMT>
 __device__ __forceinline__ void store_chunks(const u8* q, const u8* s, int c0, int c1, int k0, const State* st,
                                              const int (*col)[2], __half* wrow) {
   constexpr int N = KS / FMT::QK * FMT::C / 2 < PRE ? KS / FMT::QK * FMT::C / 2 : PRE;
@@ -71,13 +59,13 @@ __device__ __forceinline__ void store_chunks(const u8* q, const u8* s, int c0, i
   for (int u = 0; u < N; u++)
     if (c0 + 2 * u < c1)
 #pragma unroll
-      for (int run = 0; run < FMT::NR; run++) stage_run<FMT>(st[u], run, wrow + col[u][run] - k0);
+      for (int run = 0; run < FMT::NR; run++) store_run<FMT>(st[u], run, wrow + col[u][run] - k0);
   for (int c = c0 + 2 * N; c < c1; c += 2) {
     State t;
     int tc[2];
     FMT::load(q, s, c / FMT::C, c % FMT::C, t, tc);
 #pragma unroll
-    for (int run = 0; run < FMT::NR; run++) stage_run<FMT>(t, run, wrow + tc[run] - k0);
+    for (int run = 0; run < FMT::NR; run++) store_run<FMT>(t, run, wrow + tc[run] - k0);
   }
 }
 
