@@ -114,7 +114,7 @@ def use_matmul(ops, T: int, K: int, rows: int) -> bool:
     wide enough to fill the GPU without a K split, whose combine costs more as T grows
     (H100, 1.7B at T = 64: gate/up 50 us against cuBLAS's 62, lm_head 482 against 516, while
     qkv, o_proj and down were 15-25% slower than cuBLAS)."""
-    if ops.gemm_dtype != np.float16 or K % 32:
+    if ops.gemm_dtype != np.float16 or K % 32 or ops.matmul_max_tokens <= 0:     # 0: matmul.cu off
         return False
     return T <= ops.matmul_max_tokens or (T <= MATMUL_WIDE[0] and rows >= MATMUL_WIDE[1])
 

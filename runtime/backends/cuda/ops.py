@@ -9,7 +9,7 @@ backend has it. Options:
     kv_dtype           "float16" | "bfloat16" | "float32"   KV cache storage
     gemm_dtype         "float16" | "float32"                 inputs beyond matvec (matmul.cu needs float16)
     matvec_max_tokens  rows up to which linear layers use matvec.cu (graph-capturable)
-    matmul_max_tokens  rows up to which they use matmul.cu (f16 tensor cores), beyond it cuBLAS
+    matmul_max_tokens  rows up to which they use matmul.cu (f16 tensor cores; 64 for wide weights; 0 off)
     graphs             capture decode steps (off: every step eager, for debugging)
 """
 from __future__ import annotations
