@@ -140,7 +140,35 @@ def check_linear(ops: CUDAOps, rng, qtypes=QTYPES) -> list[Result]:
         y = ops.linear(dev.upload(a), ops.linear_weight(mixed), act="silu_mul")
         out.append(Result(f"linear Q4_K|Q6_K gate/up T={T} {path(ops, T)}", rel_err(dev.to_host(y), ref), tol))
     out += check_t1_segments(ops, rng)
+    out += check_matvec_splits(ops, rng)
     ops.gemm_dtype, ops.matmul_max_tokens = np.dtype(np.float16), keep
+    return out
+
+
+def check_matvec_splits(ops: CUDAOps, rng) -> list[Result]:
+    """matvec.cu with each row-team size forced: an odd row count (the last team reads one
+    row twice), norm-fused and plain, and gate/up, at 1 and 5 tokens."""
+    out, cpu, dev = [], CPUOps(), ops.dev
+    K = 1024
+    plain = random_tensor("w", Q.Q6_K, 301, K, rng)
+    gate_up = [random_tensor("g", Q.Q4_K, 130, K, rng), random_tensor("u", Q.Q4_K, 130, K, rng)]
+    W, Wgu = dequant(plain), torch.cat([dequant(t) for t in gate_up])
+    ops._loaded.clear()
+    wp, wgu = ops.linear_weight([plain]), ops.linear_weight(gate_up)
+    for T in (1, 5):
+        a, b = rng.standard_normal((2, T, K)).astype(np.float32)
+        nw = (1 + 0.1 * rng.standard_normal(K)).astype(np.float32)
+        h_ref, _ = cpu.rms_norm(torch.from_numpy(a), torch.from_numpy(nw), 1e-6, torch.from_numpy(b))
+        ref_plain, ref_gu = cpu.linear(h_ref, W).numpy(), cpu.linear(torch.from_numpy(a), Wgu, act="silu_mul").numpy()
+        for split in (1, 2, 4) + ((8,) if T > 1 else ()):
+            linear_mod.MV_SPLIT = split
+            try:
+                y = ops.linear(Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, None), wp)
+                out.append(Result(f"matvec Q6_K 301x{K} T={T} split={split} norm", rel_err(dev.to_host(y), ref_plain), 2e-5))
+                y = ops.linear(dev.upload(a), wgu, act="silu_mul")
+                out.append(Result(f"matvec Q4_K gate/up 2x130x{K} T={T} split={split}", rel_err(dev.to_host(y), ref_gu), 2e-5))
+            finally:
+                linear_mod.MV_SPLIT = None
     return out
 
 

@@ -60,6 +60,25 @@ MV_WARPS = {1: 4, 2: 8, 4: 8, 8: 8}  # matvec.cu's matvec_t<T>: warps a block, 1
 # 13.9 us on the H100, qkv's 512 groups fit uncapped; from T = 2: 16 warps an SM).
 NORMED_BLOCKS_PER_SM = {1: 6, 2: 2, 4: 2, 8: 2}
 NORM_ONCE_ROWS = 65536      # from this many outputs (the lm_head) the norm runs once, not in every block
+MV_WARPS_PER_SM = 32        # resident warps an SM matvec.cu's split aims at (64 registers a thread)
+MV_SPLIT = None             # warps a row team, forced (check.py); None: mv_split's choice
+# Columns a 16-byte chunk of each format decodes to (quant.cuh's QK / C): a row has K / this chunks.
+CHUNK_COLS = {0: 4, 1: 8, 30: 8, 2: 32, 3: 32, 6: 32, 7: 32, 8: 16, 12: 32, 13: 32, 14: 32}
+
+
+def mv_split(ops, warps: int, K: int, w: QuantLinear, teams: int) -> int:
+    """Warps that share a weight row pair in matvec.cu (a power of two up to the block's warps):
+    doubled while the launch stays within MV_WARPS_PER_SM and each warp keeps at least 16
+    chunks a row, so narrow weights with long rows (o_proj, down: 1,024 row pairs) run 2-4
+    times the warps, each walking 1/2-1/4 of the row."""
+    if MV_SPLIT is not None:
+        return MV_SPLIT
+    chunks = min(K // CHUNK_COLS[int(q)] for q in w.qtypes)
+    split = 1
+    while (2 * split <= warps and 16 * 2 * split <= chunks
+           and teams * 2 * split <= MV_WARPS_PER_SM * ops.dev.sm_count):
+        split *= 2
+    return split
 
 
 def qtype_mask(w: QuantLinear) -> int:
@@ -85,7 +104,9 @@ def matvec(ops, x, w: QuantLinear, bias, act):
             x, smem = materialize(ops, x), 0
     out = ops.alloc((T, n_out), np.float32)
     warps = MV_WARPS[tk]
-    per_block = warps * (1 if mode else 2)
+    teams = (n_out + (0 if mode else 1)) // (1 if mode else 2)      # row pairs, or gate/up pairs
+    split = mv_split(ops, warps, K, w, teams)
+    per_block = warps // split * (1 if mode else 2)
     groups = (n_out + per_block - 1) // per_block
     if isinstance(x, Normed) and NORMED_BLOCKS_PER_SM[tk]:   # each block norms x again
         groups = min(groups, NORMED_BLOCKS_PER_SM[tk] * ops.dev.sm_count)
@@ -96,7 +117,7 @@ def matvec(ops, x, w: QuantLinear, bias, act):
     else:
         inputs = (x, np.int32(K), np.int32(T), None, None, None, np.float32(0), None)
     getattr(ops.dev.kernels("matvec", QTYPES=qtype_mask(w)), f"matvec_t{tk}")(grid, (32 * warps,), (
-        w.table, np.int32(len(w.segments)), np.int32(K), np.int32(n_out), np.int32(mode), *inputs,
+        w.table, np.int32(len(w.segments)), np.int32(K), np.int32(n_out), np.int32(mode), np.int32(split), *inputs,
         bias, out, np.int32(n_out)), smem)
     return out
 

@@ -33,8 +33,8 @@ __device__ __forceinline__ void pdl_launch() {}
 #endif
 
 // Ask L2 (or this SM's L1) for the 128-byte lines of [p, p + bytes): data a kernel reads
-// after pdl_wait() streams in while the previous kernel finishes. prefetch_l2 spreads the
-// lines over a warp.
+// after pdl_wait() streams in while the previous kernel finishes. A thread asks for lines
+// first, first + step, ..., so the threads of a warp (or team) share the range.
 template <bool L1 = false>
 __device__ __forceinline__ void prefetch_lines(const void* p, long long bytes, int first = 0, int step = 1) {
 #if defined(__CUDA_ARCH__) && !defined(EMULATOR)
@@ -44,9 +44,6 @@ __device__ __forceinline__ void prefetch_lines(const void* p, long long bytes, i
     else asm volatile("prefetch.global.L2 [%0];" ::"l"(c + off));
   }
 #endif
-}
-__device__ __forceinline__ void prefetch_l2(const void* p, long long bytes, int lane) {
-  prefetch_lines(p, bytes, lane, 32);
 }
 // 16 bytes global -> shared without passing through registers (cp.async, sm_80), so a tile's
 // copy is in flight while the threads do other work. cp_async_commit() closes this thread's

@@ -10,9 +10,12 @@
 // Reference: check.py ref_linear / ref_rms_norm (torch on gguf-dequantized weights).
 // Compile check: nvcc -arch=sm_90 -cubin -I. matvec.cu (tests compile it for sm_80, sm_90).
 //
-// Work split: W warps a block (4 at T = 1, else 8), 2 weight rows a warp (two output rows, or the gate and up
-// rows of one output), lanes over consecutive 16-byte chunks of the rows; blockIdx.y walks
-// groups of T tokens. Napkin math at T = 1: HBM delivers ~11.5 B/clk/SM, i.e. 20 Q4_K
+// Work split: W warps a block (4 at T = 1, else 8) in W / S row teams of S warps (S = `split`,
+// a power of two up to W: linear.py raises it while the GPU has room, so a narrow weight with long rows
+// still fills the SMs); a team owns 2 weight rows (two output rows, or the gate and up rows
+// of one output) and its 32 S lanes take consecutive 16-byte chunks of them; a team's warps
+// add their partial sums through shared memory in warp order. blockIdx.y walks groups of T
+// tokens. Napkin math at T = 1: HBM delivers ~11.5 B/clk/SM, i.e. 20 Q4_K
 // weights/clk/SM, against 128 instructions/clk/SM, so a weight may cost ~6 instructions a
 // row; the get4 decode (nibble, int-to-float, scale FMA, dot FMA) cost ~7 and the kernel
 // was as slow with its weights in L2 as from DRAM. dot_run's split decode (Split<> in
@@ -101,11 +104,11 @@ __device__ __forceinline__ void dot_run(const State* st, int run, const float* x
   }
 }
 
+// Chunks first, first + stride, ... of the two rows (first = the lane's place in its team).
 template <class FMT, int T>
-__device__ __forceinline__ void dot_rows(const u8* const* q, const u8* const* s, int nchunks,
-                                         const float* const* xr, float (*acc)[T]) {
-  const int lane = threadIdx.x & 31;
-  for (int idx = lane; idx < nchunks; idx += 32) {
+__device__ __forceinline__ void dot_rows(const u8* const* q, const u8* const* s, int nchunks, int first,
+                                         int stride, const float* const* xr, float (*acc)[T]) {
+  for (int idx = first; idx < nchunks; idx += stride) {
     const int ib = idx / FMT::C, c = idx % FMT::C;
     State st[2];
     int col[2];
@@ -137,14 +140,12 @@ __device__ __forceinline__ void dot_rows(const u8* const* q, const u8* const* s,
   }
 }
 
-// The two weight rows warp `warp` of row group `grp` reads: output rows out0, out0 + 1 (mode
-// 0; odd N reads the last row twice) or gate/up rows out0, out0 + F (mode 1). Returns out0;
-// a warp past n_out gets the last rows (pointers stay valid) and must not store.
-template <int W>
-__device__ __forceinline__ int warp_rows(const Segment* segs, int nseg, int n_out, int mode, int grp,
-                                         int warp, const u8** q, const u8** s, int* rows, int& qt,
-                                         i64* row_bytes) {
-  const int out0 = (grp * W + warp) * (mode == 0 ? 2 : 1), o = min(out0, n_out - 1);
+// The two weight rows of row team `team` (counted over the grid): output rows out0, out0 + 1
+// (mode 0; odd N reads the last row twice) or gate/up rows out0, out0 + F (mode 1). Returns
+// out0; a team past n_out gets the last rows (pointers stay valid) and must not store.
+__device__ __forceinline__ int team_rows(const Segment* segs, int nseg, int n_out, int mode, int team,
+                                         const u8** q, const u8** s, int* rows, int& qt, i64* row_bytes) {
+  const int out0 = team * (mode == 0 ? 2 : 1), o = min(out0, n_out - 1);
   rows[0] = o;
   rows[1] = mode == 0 ? min(o + 1, n_out - 1) : o + n_out;
 #pragma unroll
@@ -159,31 +160,35 @@ __device__ __forceinline__ int warp_rows(const Segment* segs, int nseg, int n_ou
   return out0;
 }
 
-// Blocks walk row groups (W warps x 1-2 rows) with a stride of gridDim.x: linear.py
+// Blocks walk row groups (W / S teams x 1-2 rows) with a stride of gridDim.x: linear.py
 // caps the grid of a norm-fused launch at a few blocks an SM, so the prologue's reads of
 // a, b and w (12 bytes a column) are paid per block, not per row group.
 template <int T, int W>
-__device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int n_out, int mode,
+__device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int n_out, int mode, int split,
                                        const float* x, int ldx, int ntok, const float* norm_a,
                                        const float* norm_b, const float* norm_w, float eps,
                                        float* norm_sum, const float* bias, float* y, int ldy) {
   DYNAMIC_SMEM(float, xs);
   __shared__ float red[32];
+  __shared__ float part[W][2][T];     // a team's partial sums (split > 1)
   const int t0 = blockIdx.y * T, nt = min(T, ntok - t0);
   if (nt <= 0) return;          // the whole block: no token rows here (x would be read at row -1)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int groups = (n_out + W * (mode == 0 ? 2 : 1) - 1) / (W * (mode == 0 ? 2 : 1));
+  const int teams = W / split, team = warp / split, sub = warp % split;
+  const int per_team = mode == 0 ? 2 : 1;
+  const int groups = (n_out + teams * per_team - 1) / (teams * per_team);
   const u8* q[2];
   const u8* s[2];
   int rows[2], qt = 0;
   i64 nbytes[4];
   if (blockIdx.y == 0)          // the weights: asked of L2 before the wait
     for (int grp = blockIdx.x; grp < groups; grp += gridDim.x)
-      if (warp_rows<W>(segs, nseg, n_out, mode, grp, warp, q, s, rows, qt, nbytes) < n_out) {
-        prefetch_l2(q[0], nbytes[0], lane);
-        prefetch_l2(s[0], nbytes[1], lane);
-        prefetch_l2(q[1], nbytes[2], lane);
-        prefetch_l2(s[1], nbytes[3], lane);
+      if (team_rows(segs, nseg, n_out, mode, grp * teams + team, q, s, rows, qt, nbytes) < n_out) {
+        const int first = sub * 32 + lane, step = 32 * split;
+        prefetch_lines(q[0], nbytes[0], first, step);
+        prefetch_lines(s[0], nbytes[1], first, step);
+        prefetch_lines(q[1], nbytes[2], first, step);
+        prefetch_lines(s[1], nbytes[3], first, step);
       }
   pdl_wait();
   pdl_launch();
@@ -203,20 +208,41 @@ __device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int
 #pragma unroll
   for (int t = 0; t < T; t++) xr[t] = xbase + (i64)min(t, nt - 1) * ld;
 
-  for (int grp = blockIdx.x; grp < groups; grp += gridDim.x) {   // no barriers below
-    const int out0 = warp_rows<W>(segs, nseg, n_out, mode, grp, warp, q, s, rows, qt, nbytes);
-    if (out0 >= n_out) break;
+  // No barriers below when split == 1 (a warp leaves at the end of the weight); with teams of
+  // several warps, every warp of the block runs every group (the same trip count) for the
+  // two barriers around the partial sums.
+  for (int grp = blockIdx.x; grp < groups; grp += gridDim.x) {
+    const int out0 = team_rows(segs, nseg, n_out, mode, grp * teams + team, q, s, rows, qt, nbytes);
+    if (out0 >= n_out && split == 1) break;
     float acc[2][T];
 #pragma unroll
     for (int r = 0; r < 2; r++)
 #pragma unroll
       for (int t = 0; t < T; t++) acc[r][t] = 0.0f;
-    // Both rows of a warp share one qtype: linear.py checks that segments start at even rows
+    // Both rows of a team share one qtype: linear.py checks that segments start at even rows
     // and runs gate/up pairs of different types as a mode-0 launch plus silu_mul.cu.
-    DISPATCH_QTYPE(qt, (dot_rows<FMT, T>(q, s, K / FMT::QK * FMT::C, xr, acc)));
+    if (out0 < n_out)
+      DISPATCH_QTYPE(qt, (dot_rows<FMT, T>(q, s, K / FMT::QK * FMT::C, sub * 32 + lane, 32 * split, xr, acc)));
 #pragma unroll
     for (int t = 0; t < T; t++) {
-      const float v0 = warp_sum(acc[0][t]), v1 = warp_sum(acc[1][t]);
+      acc[0][t] = warp_sum(acc[0][t]);
+      acc[1][t] = warp_sum(acc[1][t]);
+    }
+    if (split > 1) {
+      if (lane == 0)
+#pragma unroll
+        for (int t = 0; t < T; t++) part[warp][0][t] = acc[0][t], part[warp][1][t] = acc[1][t];
+      __syncthreads();
+      if (sub == 0)
+#pragma unroll
+        for (int t = 0; t < T; t++)
+          for (int j = 1; j < split; j++) acc[0][t] += part[warp + j][0][t], acc[1][t] += part[warp + j][1][t];
+      __syncthreads();
+      if (sub != 0 || out0 >= n_out) continue;
+    }
+#pragma unroll
+    for (int t = 0; t < T; t++) {
+      const float v0 = acc[0][t], v1 = acc[1][t];
       if (lane != 0 || t >= nt) continue;
       float* yt = y + (i64)(t0 + t) * ldy;
       if (mode == 0) {
@@ -231,11 +257,11 @@ __device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int
 
 #define MATVEC_KERNEL(T, W)                                                                     \
   extern "C" __global__ void __launch_bounds__(W * 32) matvec_t##T(                              \
-      const Segment* segs, int nseg, int K, int n_out, int mode, const float* x, int ldx,        \
-      int ntok, const float* norm_a, const float* norm_b, const float* norm_w, float eps,        \
-      float* norm_sum, const float* bias, float* y, int ldy) {                                   \
-    matvec<T, W>(segs, nseg, K, n_out, mode, x, ldx, ntok, norm_a, norm_b, norm_w, eps, norm_sum, \
-                 bias, y, ldy);                                                                  \
+      const Segment* segs, int nseg, int K, int n_out, int mode, int split, const float* x,      \
+      int ldx, int ntok, const float* norm_a, const float* norm_b, const float* norm_w,          \
+      float eps, float* norm_sum, const float* bias, float* y, int ldy) {                        \
+    matvec<T, W>(segs, nseg, K, n_out, mode, split, x, ldx, ntok, norm_a, norm_b, norm_w, eps,   \
+                 norm_sum, bias, y, ldy);                                                        \
   }
 // Warps a block (linear.py's MV_WARPS): at T = 1 blocks of 4, many of them, were faster on the
 // H100 than blocks of 8 (24 warps an SM at 80 registers); from T = 2, blocks of 8 with the
