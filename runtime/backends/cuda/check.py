@@ -23,6 +23,7 @@ from runtime.backends.cuda import attention as attn
 from runtime.backends.cuda import linear as linear_mod
 from runtime.backends.cuda.batch import pack, views
 from runtime.backends.cuda.linear import Normed
+from runtime.backends.cuda.weights import QuantLinear
 from runtime.gguf import GGUFTensor
 from runtime.models.rope import rope_tables
 from runtime.sampling import SamplingBatch, SamplingParams
@@ -94,15 +95,14 @@ def check_linear(ops: CUDAOps, rng, qtypes=QTYPES) -> list[Result]:
             ref_plain = cpu.linear(h_ref, W, torch.from_numpy(bias)).numpy()
             ref_gu = cpu.linear(torch.from_numpy(a), Wgu, act="silu_mul").numpy()
             for gdt in ("float32", "float16"):
-                if gdt == "float16" and T <= ops.matvec_max_tokens:
-                    continue
                 ops.gemm_dtype = np.dtype(gdt)
                 ops._loaded.clear()
                 s_out = ops.alloc((T, K), np.float32)
                 x = Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, s_out)
-                y = ops.linear(x, ops.linear_weight([plain]), dev.upload(bias))
-                tol = 2e-5 if gdt == "float32" else 4e-3
-                tag = f"linear {qtype.name} K={K} T={T} {path(ops, T)}"
+                wq = ops.linear_weight([plain])
+                y = ops.linear(x, wq, dev.upload(bias))
+                tol = TOL[path(ops, T, w=wq)]
+                tag = f"linear {qtype.name} K={K} T={T} {path(ops, T, w=wq)}"
                 out.append(Result(f"{tag} norm+bias", rel_err(dev.to_host(y), ref_plain), tol))
                 out.append(Result(f"{tag} residual sum", rel_err(dev.to_host(s_out), s_ref.numpy()), 1e-6))
                 y = ops.linear(dev.upload(a), ops.linear_weight(gate_up), act="silu_mul")
@@ -110,17 +110,21 @@ def check_linear(ops: CUDAOps, rng, qtypes=QTYPES) -> list[Result]:
     tall = random_tensor("tall", Q.Q6_K, 9001, 256, rng)     # more row groups than the grid: blocks loop
     a = rng.standard_normal((2, 256)).astype(np.float32)
     ops._loaded.clear()
-    y = ops.linear(Normed(dev.upload(a), None, dev.upload(np.ones(256, np.float32)), 1e-6, None), ops.linear_weight([tall]))
+    wq = ops.linear_weight([tall])
+    y = ops.linear(Normed(dev.upload(a), None, dev.upload(np.ones(256, np.float32)), 1e-6, None), wq)
     ref = cpu.linear(cpu.rms_norm(torch.from_numpy(a), torch.ones(256), 1e-6)[0], dequant(tall)).numpy()
-    out.append(Result("linear Q6_K 9001x256 norm (blocks loop over row groups)", rel_err(dev.to_host(y), ref), 2e-5))
+    out.append(Result(f"linear Q6_K 9001x256 norm {path(ops, 2, w=wq)} (blocks loop over row groups)",
+                      rel_err(dev.to_host(y), ref), TOL[path(ops, 2, w=wq)]))
     # 6 rows of a 1536-wide norm: exactly 48 KiB of dynamic shared memory next to the kernel's
     # static arrays, which needs the launch attribute raised (the 1.5B's lm_head failed here).
     wide = random_tensor("wide", Q.Q8_0, 40, 1536, rng)
     a = rng.standard_normal((6, 1536)).astype(np.float32)
     ops._loaded.clear()
-    y = ops.linear(Normed(dev.upload(a), None, dev.upload(np.ones(1536, np.float32)), 1e-6, None), ops.linear_weight([wide]))
+    wq = ops.linear_weight([wide])
+    y = ops.linear(Normed(dev.upload(a), None, dev.upload(np.ones(1536, np.float32)), 1e-6, None), wq)
     ref = cpu.linear(cpu.rms_norm(torch.from_numpy(a), torch.ones(1536), 1e-6)[0], dequant(wide)).numpy()
-    out.append(Result("linear Q8_0 K=1536 T=6 norm (48 KiB dynamic shared memory)", rel_err(dev.to_host(y), ref), 2e-5))
+    out.append(Result(f"linear Q8_0 K=1536 T=6 norm {path(ops, 6, w=wq)} (48 KiB dynamic shared memory)",
+                      rel_err(dev.to_host(y), ref), TOL[path(ops, 6, w=wq)]))
     # A prefill chunk that ends no prompt asks the lm_head for zero rows.
     y = ops.linear(Normed(dev.upload(a[:0]), None, dev.upload(np.ones(1536, np.float32)), 1e-6, None), ops.linear_weight([wide]))
     out.append(Result("linear with 0 token rows: shape (0, 40)", 0.0 if tuple(y.shape) == (0, 40) else 1.0, 0.0))
@@ -134,11 +138,13 @@ def check_linear(ops: CUDAOps, rng, qtypes=QTYPES) -> list[Result]:
                       rel_err(dev.to_host(y), ref), 4e-3))
     mixed = [random_tensor("g", Q.Q4_K, 64, 512, rng), random_tensor("u", Q.Q6_K, 64, 512, rng)]
     ops._loaded.clear()
-    for T, tol in ((3, 2e-5), (20, 4e-3)):
+    for T in (3, 20):
         a = rng.standard_normal((T, 512)).astype(np.float32)
         ref = cpu.linear(torch.from_numpy(a), torch.cat([dequant(t) for t in mixed]), act="silu_mul").numpy()
-        y = ops.linear(dev.upload(a), ops.linear_weight(mixed), act="silu_mul")
-        out.append(Result(f"linear Q4_K|Q6_K gate/up T={T} {path(ops, T)}", rel_err(dev.to_host(y), ref), tol))
+        wq = ops.linear_weight(mixed)
+        y = ops.linear(dev.upload(a), wq, act="silu_mul")
+        kind = path(ops, T, w=wq)
+        out.append(Result(f"linear Q4_K|Q6_K gate/up T={T} {kind}", rel_err(dev.to_host(y), ref), TOL[kind]))
     out += check_t1_segments(ops, rng)
     out += check_matvec_splits(ops, rng)
     ops.gemm_dtype, ops.matmul_max_tokens = np.dtype(np.float16), keep
@@ -146,35 +152,48 @@ def check_linear(ops: CUDAOps, rng, qtypes=QTYPES) -> list[Result]:
 
 
 def check_matvec_splits(ops: CUDAOps, rng) -> list[Result]:
-    """matvec.cu with each row-team size forced: an odd row count (the last team reads one
-    row twice), norm-fused and plain, and gate/up, at 1 and 5 tokens."""
+    """matvec.cu (f32) and matvec_tc.cu (f16) with each team size forced: a row count that
+    ends mid-tile (the last team reads rows again and stores none of them), norm-fused and
+    plain, gate/up, at 1, 5 and 8 tokens."""
     out, cpu, dev = [], CPUOps(), ops.dev
     K = 1024
     plain = random_tensor("w", Q.Q6_K, 301, K, rng)
     gate_up = [random_tensor("g", Q.Q4_K, 130, K, rng), random_tensor("u", Q.Q4_K, 130, K, rng)]
     W, Wgu = dequant(plain), torch.cat([dequant(t) for t in gate_up])
-    ops._loaded.clear()
-    wp, wgu = ops.linear_weight([plain]), ops.linear_weight(gate_up)
-    for T in (1, 5):
+    keep = ops.gemm_dtype
+    for T in (1, 5, 8):
         a, b = rng.standard_normal((2, T, K)).astype(np.float32)
         nw = (1 + 0.1 * rng.standard_normal(K)).astype(np.float32)
         h_ref, _ = cpu.rms_norm(torch.from_numpy(a), torch.from_numpy(nw), 1e-6, torch.from_numpy(b))
         ref_plain, ref_gu = cpu.linear(h_ref, W).numpy(), cpu.linear(torch.from_numpy(a), Wgu, act="silu_mul").numpy()
-        for split in (1, 2, 4) + ((8,) if T > 1 else ()):
-            linear_mod.MV_SPLIT = split
-            try:
-                y = ops.linear(Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, None), wp)
-                out.append(Result(f"matvec Q6_K 301x{K} T={T} split={split} norm", rel_err(dev.to_host(y), ref_plain), 2e-5))
-                y = ops.linear(dev.upload(a), wgu, act="silu_mul")
-                out.append(Result(f"matvec Q4_K gate/up 2x130x{K} T={T} split={split}", rel_err(dev.to_host(y), ref_gu), 2e-5))
-            finally:
-                linear_mod.MV_SPLIT = None
+        for gdt in ("float32", "float16"):
+            ops.gemm_dtype = np.dtype(gdt)
+            ops._loaded.clear()
+            wp, wgu = ops.linear_weight([plain]), ops.linear_weight(gate_up)
+            kind = path(ops, T, w=wp)
+            for split in (1, 2, 4) + ((8,) if T > 1 or kind == "matvec_tc" else ()):
+                linear_mod.MV_SPLIT = split
+                try:
+                    y = ops.linear(Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, None), wp)
+                    out.append(Result(f"{kind} Q6_K 301x{K} T={T} split={split} norm",
+                                      rel_err(dev.to_host(y), ref_plain), TOL[kind]))
+                    y = ops.linear(dev.upload(a), wgu, act="silu_mul")
+                    out.append(Result(f"{kind} Q4_K gate/up 2x130x{K} T={T} split={split}",
+                                      rel_err(dev.to_host(y), ref_gu), TOL[kind]))
+                finally:
+                    linear_mod.MV_SPLIT = None
+    ops.gemm_dtype = keep
     return out
 
 
-def path(ops: CUDAOps, T: int, rows: int = 75) -> str:
-    """Which kernels linear.py runs for T token rows."""
+TOL = {"matvec": 2e-5, "matvec_tc": 4e-3, "matmul": 4e-3, "cublas-float32": 2e-5, "cublas-float16": 4e-3}
+
+
+def path(ops: CUDAOps, T: int, rows: int = 75, w: QuantLinear | None = None) -> str:
+    """Which kernels linear.py runs for T token rows (of weight w, or a 1024-column one)."""
     if T <= ops.matvec_max_tokens:
+        if T <= 8 and w is not None and linear_mod.use_tc(ops, w, w.cols):
+            return "matvec_tc"
         return "matvec"
     if linear_mod.use_matmul(ops, T, 1024, rows):
         return "matmul"
@@ -189,7 +208,8 @@ def check_t1_segments(ops: CUDAOps, rng) -> list[Result]:
              ("aligned, long rows", [(Q.Q4_K, 64), (Q.Q6_K, 40)], 4096, 1 << 30),
              ("misaligned", [(Q.Q4_K, 36), (Q.Q6_K, 24), (Q.Q8_0, 9)], 512, 1 << 30),
              ("norm once", [(Q.Q6_K, 200)], 512, 64)]
-    for name, parts, K, norm_once in cases:
+    for (name, parts, K, norm_once), gdt in [(c, d) for c in cases for d in ("float32", "float16")]:
+        ops.gemm_dtype = np.dtype(gdt)
         ts = [random_tensor(f"w{i}", qt, n, K, rng) for i, (qt, n) in enumerate(parts)]
         a, b = rng.standard_normal((2, 1, K)).astype(np.float32)
         nw = (1 + 0.1 * rng.standard_normal(K)).astype(np.float32)
@@ -198,10 +218,12 @@ def check_t1_segments(ops: CUDAOps, rng) -> list[Result]:
         ops._loaded.clear()
         keep, linear_mod.NORM_ONCE_ROWS = linear_mod.NORM_ONCE_ROWS, norm_once
         s_out = ops.alloc((1, K), np.float32)
-        y = ops.linear(Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, s_out), ops.linear_weight(ts))
+        wq = ops.linear_weight(ts)
+        y = ops.linear(Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, s_out), wq)
         linear_mod.NORM_ONCE_ROWS = keep
-        out.append(Result(f"linear T=1 {name} {'|'.join(f'{q.name}x{n}' for q, n in parts)} K={K} norm",
-                          rel_err(dev.to_host(y), ref), 2e-5))
+        kind = path(ops, 1, w=wq)
+        out.append(Result(f"linear T=1 {name} {'|'.join(f'{q.name}x{n}' for q, n in parts)} K={K} norm {kind}",
+                          rel_err(dev.to_host(y), ref), TOL[kind]))
         out.append(Result(f"linear T=1 {name} residual sum", rel_err(dev.to_host(s_out), s_ref.numpy()), 1e-6))
     return out
 

@@ -1,8 +1,10 @@
 """y = W x on the GPU: fused dequantize-and-multiply kernels for a few tokens, cuBLAS for many.
 
-Up to `matvec_max_tokens` rows, matvec.cu reads each weight byte once per 8 tokens, with the
-residual add + RMSNorm of a `Normed` input fused into its prologue and SiLU(gate) * up into
-its epilogue; this path is graph-capturable and exact in f32. Up to `matmul_max_tokens` rows
+Up to `matvec_max_tokens` rows, a matvec kernel reads each weight byte once per 8 tokens, with
+the residual add + RMSNorm of a `Normed` input fused into its prologue and SiLU(gate) * up into
+its epilogue; graph-capturable. With f16 gemm_dtype (the default) Q4_K, Q6_K and Q8_0 weights
+go through matvec_tc.cu (f16 decode into tensor-core products, f32 sums: the precision of the
+paths beyond it); otherwise matvec.cu, exact in f32. Up to `matmul_max_tokens` rows
 (f16 gemm_dtype), matmul.cu decodes the weight into shared memory and multiplies on the tensor
 cores, reading it once per 64 tokens. Beyond that, the weight is dequantized into a reused
 scratch buffer and multiplied by cuBLAS (f16 tensor cores with f32 accumulation, or f32), with
@@ -59,6 +61,7 @@ MV_WARPS = {1: 4, 2: 8, 4: 8, 8: 8}  # matvec.cu's matvec_t<T>: warps a block, 1
 # many blocks they walk the row groups (T = 1: the 24 warps an SM that fit, gate/up 15.1 ->
 # 13.9 us on the H100, qkv's 512 groups fit uncapped; from T = 2: 16 warps an SM).
 NORMED_BLOCKS_PER_SM = {1: 6, 2: 2, 4: 2, 8: 2}
+NORMED_TC_BLOCKS_PER_SM = 3  # the same for matvec_tc.cu's blocks of 8 warps (24 warps an SM)
 NORM_ONCE_ROWS = 65536      # from this many outputs (the lm_head) the norm runs once, not in every block
 MV_WARPS_PER_SM = 32        # resident warps an SM matvec.cu's split aims at (64 registers a thread)
 MV_SPLIT = None             # warps a row team, forced (check.py); None: mv_split's choice
@@ -87,6 +90,19 @@ def qtype_mask(w: QuantLinear) -> int:
     return sum(1 << int(q) for q in w.qtypes)
 
 
+TC_QTYPES = {8, 12, 14}     # Q8_0, Q4_K, Q6_K: the formats with quant.cuh Half<> decoders
+TC_WARPS = 8                # matvec_tc.cu's TC_WARPS
+TC_STEPS_PER_WARP = 2       # its TC_UNROLL: a team grows while each warp keeps this many steps
+
+
+def use_tc(ops, w: QuantLinear, K: int) -> bool:
+    """matvec_tc.cu for this weight: f16 gemm_dtype, formats it decodes, whole 4-chunk steps
+    (K % 64 for Q8_0), and 8-row tiles of one format (segments starting at multiples of 8)."""
+    if ops.gemm_dtype != np.float16 or K % 64 or any(int(q) not in TC_QTYPES for q in w.qtypes):
+        return False
+    return len(w.qtypes) == 1 or all(s.row0 % 8 == 0 for s in w.segments)
+
+
 def matvec(ops, x, w: QuantLinear, bias, act):
     T, K = x.shape
     if act == "silu_mul" and len(w.qtypes) > 1:     # gate and up rows of different formats
@@ -95,6 +111,8 @@ def matvec(ops, x, w: QuantLinear, bias, act):
     n_out = w.rows // 2 if mode else w.rows
     if T == 1 and n_out >= NORM_ONCE_ROWS and isinstance(x, Normed):    # the lm_head
         x = materialize(ops, x)
+    if T <= 8 and use_tc(ops, w, K):
+        return matvec_tc(ops, x, w, bias, mode, n_out)
     assert all(s.rows % 2 == 0 for s in w.segments[:-1]), "matvec pairs rows: segments must start at even rows"
     tk = 1 if T == 1 else 2 if T == 2 else 4 if T <= 4 else 8
     smem = 0
@@ -119,6 +137,34 @@ def matvec(ops, x, w: QuantLinear, bias, act):
     getattr(ops.dev.kernels("matvec", QTYPES=qtype_mask(w)), f"matvec_t{tk}")(grid, (32 * warps,), (
         w.table, np.int32(len(w.segments)), np.int32(K), np.int32(n_out), np.int32(mode), np.int32(split), *inputs,
         bias, out, np.int32(n_out)), smem)
+    return out
+
+
+def matvec_tc(ops, x, w: QuantLinear, bias, mode: int, n_out: int):
+    """matvec_tc.cu: tiles of 8 weight rows (mode 1: 4 gate/up pairs), teams of up to 8 warps
+    a tile, each warp taking every team-th step of 4 chunks a row."""
+    T, K = x.shape
+    tiles = -(-n_out // (8 if mode == 0 else 4))
+    steps = K // CHUNK_COLS[int(next(iter(w.qtypes)))] // 4
+    split = MV_SPLIT or 1
+    while MV_SPLIT is None and 2 * split <= TC_WARPS and steps >= 2 * split * TC_STEPS_PER_WARP:
+        split *= 2
+    groups = -(-tiles // (TC_WARPS // split))
+    smem = 0
+    if isinstance(x, Normed):
+        smem = T * K * 4
+        if smem > ops.dev.max_smem - 4096:
+            x, smem = materialize(ops, x), 0
+    if isinstance(x, Normed):
+        groups = min(groups, NORMED_TC_BLOCKS_PER_SM * ops.dev.sm_count)
+        inputs = (None, np.int32(K), np.int32(T), x.a, x.b, x.weight, np.float32(x.eps),
+                  x.sum_out if x.b is not None else None)
+    else:
+        inputs = (x, np.int32(K), np.int32(T), None, None, None, np.float32(0), None)
+    out = ops.alloc((T, n_out), np.float32)
+    ops.dev.kernels("matvec_tc", QTYPES=qtype_mask(w)).matvec_tc((groups,), (32 * TC_WARPS,), (
+        w.table, np.int32(len(w.segments)), np.int32(K), np.int32(n_out), np.int32(mode), np.int32(split),
+        *inputs, bias, out, np.int32(n_out)), smem)
     return out
 
 
