@@ -4,7 +4,7 @@ Up to `matvec_max_tokens` rows, a matvec kernel reads each weight byte once per 
 the residual add + RMSNorm of a `Normed` input fused into its prologue and SiLU(gate) * up into
 its epilogue; graph-capturable. With f16 gemm_dtype (the default) Q4_K, Q6_K and Q8_0 weights
 go through matvec_tc.cu (f16 decode into tensor-core products, f32 sums: the precision of the
-paths beyond it); otherwise matvec.cu, exact in f32. Up to `matmul_max_tokens` rows
+paths beyond it) from 2 tokens; otherwise, and at 1 token, matvec.cu, exact in f32. Up to `matmul_max_tokens` rows
 (f16 gemm_dtype), matmul.cu decodes the weight into shared memory and multiplies on the tensor
 cores, reading it once per 64 tokens. Beyond that, the weight is dequantized into a reused
 scratch buffer and multiplied by cuBLAS (f16 tensor cores with f32 accumulation, or f32), with
@@ -95,10 +95,15 @@ TC_WARPS = 8                # matvec_tc.cu's TC_WARPS
 TC_STEPS_PER_WARP = 2       # its TC_UNROLL: a team grows while each warp keeps this many steps
 
 
-def use_tc(ops, w: QuantLinear, K: int) -> bool:
-    """matvec_tc.cu for this weight: f16 gemm_dtype, formats it decodes, whole 4-chunk steps
-    (K % 64 for Q8_0), and 8-row tiles of one format (segments starting at multiples of 8)."""
-    if ops.gemm_dtype != np.float16 or K % 64 or any(int(q) not in TC_QTYPES for q in w.qtypes):
+def use_tc(ops, T: int, w: QuantLinear, K: int) -> bool:
+    """matvec_tc.cu for T tokens of this weight: 2 to 8 tokens at f16 gemm_dtype, formats it
+    decodes, whole 4-chunk steps (K % 64 for Q8_0), and 8-row tiles of one format (segments
+    starting at multiples of 8). At 1 token matvec.cu measured as fast or faster (H100, 1.7B
+    Q8_0 gate/up 18.6 against 20.0 us; Q4_K down 9.0 / 10.3; batch-1 steps of the 0.6B and of
+    Q8_0 files 4-11% slower with matvec_tc): one token leaves it latency-bound, so its f32
+    decode costs little; from 2 tokens matvec.cu's FMAs grow with the tokens, the products
+    on the tensor cores do not."""
+    if not 2 <= T <= 8 or ops.gemm_dtype != np.float16 or K % 64 or any(int(q) not in TC_QTYPES for q in w.qtypes):
         return False
     return len(w.qtypes) == 1 or all(s.row0 % 8 == 0 for s in w.segments)
 
@@ -111,7 +116,7 @@ def matvec(ops, x, w: QuantLinear, bias, act):
     n_out = w.rows // 2 if mode else w.rows
     if T == 1 and n_out >= NORM_ONCE_ROWS and isinstance(x, Normed):    # the lm_head
         x = materialize(ops, x)
-    if T <= 8 and use_tc(ops, w, K):
+    if use_tc(ops, T, w, K):
         return matvec_tc(ops, x, w, bias, mode, n_out)
     assert all(s.rows % 2 == 0 for s in w.segments[:-1]), "matvec pairs rows: segments must start at even rows"
     tk = 1 if T == 1 else 2 if T == 2 else 4 if T <= 4 else 8

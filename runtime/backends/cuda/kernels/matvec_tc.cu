@@ -1,5 +1,5 @@
-// matvec_tc: y = W x for up to 8 tokens on the tensor cores, W in Q4_K, Q6_K or Q8_0, at the
-// f16 precision of matmul.cu (f16 weights and inputs, f32 sums): the default decode path.
+// matvec_tc: y = W x for 2 to 8 tokens on the tensor cores, W in Q4_K, Q6_K or Q8_0, at the
+// f16 precision of matmul.cu (f16 weights and inputs, f32 sums); linear.py's use_tc.
 //
 //   mode 0:  y[t, n] = sum_k W[n, k] x[t, k] (+ bias[n])                 n < N
 //   mode 1:  y[t, j] = silu(W[j] . x[t]) * (W[F + j] . x[t])             j < F = N / 2
@@ -9,10 +9,11 @@
 // Compile check: nvcc -arch=sm_90 -cubin -I. matvec_tc.cu (tests compile it for sm_80, sm_90).
 //
 // Why: matvec.cu decodes in f32 at ~6 instructions a weight (byte_perm, the offset FADD, the
-// FFMA, nibble and scale work), so at batch 1 the H100 issued 7.7 M warp-instructions for the
-// 1.7B's gate/up, longer than its 14 MB take to stream. Here a weight costs ~1.5: quant.cuh's
-// Half<> decode (byte_perm into half2, HSUB2, HFMA2 with the run's scale) feeds mma.sync as
-// its B operand, the tokens are the A rows, and the tensor core does the multiply-adds.
+// FFMA, nibble and scale work) and then spends one FMA a weight per token (the H100 issued
+// 7.7 M warp-instructions for the 1.7B's gate/up at one token). Here a weight costs ~1.5 for
+// any token count up to 8: quant.cuh's Half<> decode (byte_perm into half2, HSUB2, HFMA2 with
+// the run's scale) feeds mma.sync as its B operand, the tokens are the A rows, and the tensor
+// core does the multiply-adds. At one token matvec.cu stays (latency-bound either way).
 //
 // Layout (mma.cuh's fragments, g = lane / 4, t = lane % 4): a warp owns a tile of 8 weight
 // rows (mode 0: 8 output rows; mode 1: gate j and up j interleaved for 4 outputs j), lane
