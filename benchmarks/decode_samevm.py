@@ -147,7 +147,9 @@ def cold_start(path: Path, tok_cache: str) -> dict:
     """Seconds from spawning a Python process to its first token (warm kernel and tokenizer
     caches), and when it had imported the runtime and built the engine."""
     t0 = time.time()
-    done = subprocess.run([sys.executable, __file__, str(path), tok_cache], capture_output=True, text=True, check=True)
+    done = subprocess.run([sys.executable, __file__, str(path), tok_cache], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"cold-start child failed ({done.returncode}):\n{done.stderr[-3000:]}")
     stamps = json.loads(done.stdout.strip().splitlines()[-1])
     return {k: v - t0 for k, v in stamps.items()}
 
