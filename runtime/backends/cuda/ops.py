@@ -7,8 +7,9 @@ per batch-size bucket (graphs.py) through `run_forward`, which DecoderLM.run cal
 backend has it. Options:
 
     kv_dtype           "float16" | "bfloat16" | "float32"   KV cache storage
-    gemm_dtype         "float16" | "float32"                 inputs beyond matvec (matmul.cu needs float16)
-    matvec_max_tokens  rows up to which linear layers use matvec.cu (graph-capturable)
+    gemm_dtype         "float16" | "float32"                 float16: tensor-core kernels from 2 rows (matvec_tc.cu,
+                                                             matmul.cu) and f16 cuBLAS; float32: exact matvec.cu, f32 cuBLAS
+    matvec_max_tokens  rows up to which linear layers use a matvec kernel (graph-capturable)
     matmul_max_tokens  rows up to which they use matmul.cu (f16 tensor cores; 64 for wide weights; 0 off)
     graphs             capture decode steps (off: every step eager, for debugging)
 """
