@@ -150,7 +150,7 @@ def matvec_tc(ops, x, w: QuantLinear, bias, mode: int, n_out: int):
     a tile, each warp taking every team-th step of 4 chunks a row."""
     T, K = x.shape
     tiles = -(-n_out // (8 if mode == 0 else 4))
-    steps = K // CHUNK_COLS[int(next(iter(w.qtypes)))] // 4
+    steps = min(K // CHUNK_COLS[int(q)] for q in w.qtypes) // 4     # the tile format with the fewest
     split = MV_SPLIT or 1
     while MV_SPLIT is None and 2 * split <= TC_WARPS and steps >= 2 * split * TC_STEPS_PER_WARP:
         split *= 2
