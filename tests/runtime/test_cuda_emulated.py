@@ -30,7 +30,11 @@ def assert_ok(results):
 
 
 def test_linear_formats(ops):
-    assert_ok(check.check_linear(ops, np.random.default_rng(0), qtypes=[Q.Q4_K, Q.Q6_K, Q.Q8_0, Q.BF16]))
+    results = check.check_linear(ops, np.random.default_rng(0), qtypes=[Q.Q4_K, Q.Q6_K, Q.Q8_0, Q.BF16])
+    assert_ok(results)
+    # 2-8 tokens at f16 ran the tensor-core matvec, with every team size
+    tc = [r.name for r in results if r.name.startswith("matvec_tc") or " matvec_tc" in r.name]
+    assert any("T=2 matvec_tc" in n for n in tc) and all(any(f"split={s}" in n for n in tc) for s in (1, 2, 4, 8)), tc[:5]
 
 
 def test_attention_decode_split_k_and_prefill_after_prefix(ops):
