@@ -118,7 +118,7 @@ def main() -> None:
                                   ttft_ms=r["prefill"][args.prompt]["ms"] if b == 1 else None,
                                   cold_start_s=cold["first_token"] if b == 1 else None,
                                   cold_start_phases_s=cold if b == 1 else None, peak_gpu_mib=r["peak_pool_mib"],
-                                  engine_step_tok_s=r["engine_step_tok_s"] if b == 1 else None))
+                                  sync_b1=r["sync_b1"] if b == 1 else None))
         print(f"samevm {s} {w}: {r['decode']} prefill {r['prefill']} cold {cold}", flush=True)
         save(records, env)
 

@@ -1,9 +1,9 @@
 """samevm's side of benchmarks/decode.py: the CUDA engine timed on a GGUF, the CPU
 reference it is checked against first, and the cold start in a fresh process.
 
-Decode is timed through the engine's scheduler and model runner (the same work as
-engine.step() without detokenization and stop-string checks, which llama-batched-bench and
-transformers' generate() do not do either); engine.generate() at batch 1 is reported too.
+Decode is timed through engine.step(), what the server runs: scheduling, the forward pass,
+sampling, detokenization and stop checks, with the next step queued before the host reads
+this one's tokens (llm_engine.py). Batch 1 is timed with that overlap off too.
 """
 from __future__ import annotations
 
@@ -27,19 +27,6 @@ def engine(path: Path, tok_cache: str, backend: str = "cuda", **kw) -> LLMEngine
     return LLMEngine(EngineConfig(model=str(path), backend=backend, tokenizer_cache=tok_cache, **kw))
 
 
-def lean_step(e: LLMEngine) -> None:
-    scheduled = e.scheduler.schedule()
-    sampled, out = e.runner.run(scheduled)
-    for seq, n in scheduled:
-        seq.num_computed += n
-        e.blocks.register_computed(seq)
-    for i, seq in enumerate(sampled):
-        seq.token_ids.append(int(out.token_ids[i]))
-        if seq.num_output >= seq.params.max_tokens:
-            seq.finish_reason = "length"
-            e.scheduler.finish(seq)
-
-
 def prompts(rng, vocab: int, b: int, n: int) -> list[list[int]]:
     return [rng.integers(1000, vocab - 1000, n).tolist() for _ in range(b)]
 
@@ -47,14 +34,14 @@ def prompts(rng, vocab: int, b: int, n: int) -> list[list[int]]:
 def decode(e: LLMEngine, ps: list[list[int]], new: int) -> tuple[float, float]:
     """(aggregate decode tok/s after every sequence has its first token, mean step ms)."""
     seqs = [e.add_request(p, SamplingParams(max_tokens=new, temperature=0, ignore_eos=True)) for p in ps]
-    while any(s.num_output == 0 for s in seqs):
-        lean_step(e)
-    t0, steps = time.perf_counter(), 0
-    while e.scheduler.has_work():
-        lean_step(e)
+    while any(s.first_token_time is None for s in seqs):
+        e.step()
+    t0, steps, tokens = time.perf_counter(), 0, 0
+    while e.has_unfinished():
+        tokens += len(e.step())
         steps += 1
     dt = time.perf_counter() - t0
-    return sum(s.num_output - 1 for s in seqs) / dt, 1e3 * dt / max(steps, 1)
+    return tokens / dt, 1e3 * dt / max(steps, 1)
 
 
 def prefill(e: LLMEngine, p: list[int]) -> float:
@@ -62,7 +49,7 @@ def prefill(e: LLMEngine, p: list[int]) -> float:
     t0 = time.perf_counter()
     seq = e.add_request(p, SamplingParams(max_tokens=1, temperature=0, ignore_eos=True))
     while not seq.is_finished:
-        lean_step(e)
+        e.step()
     return time.perf_counter() - t0
 
 
@@ -104,12 +91,10 @@ def run(path: Path, batches: list[int], prompt: int, new: int, prefill_lens: lis
         step = statistics.median(r[1] for r in runs)
         out["decode"][b] = {"decode_tok_s": statistics.median(rates), "min": min(rates), "max": max(rates),
                             "step_ms": step, "graph_gpu_ms": gpu, "host_ms": None if gpu is None else step - gpu}
-    seq = e.add_request(prompts(rng, vocab, 1, prompt)[0], SamplingParams(max_tokens=new, temperature=0, ignore_eos=True))
-    e.step()                                                       # the full engine step, detokenizing
-    t = time.perf_counter()
-    while not seq.is_finished:
-        e.step()
-    out["engine_step_tok_s"] = (new - 1) / (time.perf_counter() - t)
+    e.overlap = False                                              # each step waits for its tokens
+    sync = [decode(e, prompts(rng, vocab, 1, prompt), new) for _ in range(3)]
+    out["sync_b1"] = {"decode_tok_s": statistics.median(r[0] for r in sync),
+                      "step_ms": statistics.median(r[1] for r in sync)}
     out.update(load_s=load_s, peak_pool_mib=pool.total_bytes() / 2**20, weights_mib=sum(
         w.nbytes for w in e.ops._loaded.values()) / 2**20)
     del e

@@ -18,6 +18,7 @@ class EngineConfig:
     num_kv_blocks: int = 0
     tokenizer_cache: str | None = None  # where converted tokenizers are kept
     revision: str = ""                 # weights revision reported in responses
+    overlap: bool = True               # queue the next step before reading this one's tokens (CUDA)
 
     def __post_init__(self):
         checks = [

@@ -2,6 +2,15 @@
 
 Not thread-safe: one thread owns an engine and calls step() in a loop; the server talks
 to that thread through queues.
+
+On a backend that overlaps steps (CUDA), step() queues the next forward pass before it reads
+the tokens of the one in flight, so the GPU is never idle while Python schedules, packs and
+detokenizes. The step in flight is an `InFlight`: each sequence it samples for holds a
+placeholder id -(row + 1) at the end of its tokens, which the device resolves when it is an
+input (backends/__init__.py) and the host overwrites when the step is collected. A sequence
+that stops there has run one step too many; that result is dropped. Steps are not overlapped
+while a sequence in flight needs its token on the host first: a grammar mask or penalties
+for its next sampling, or a sure finish (max_tokens, the context end).
 """
 from __future__ import annotations
 
@@ -40,6 +49,15 @@ class StepOutput:
     @property
     def request_id(self) -> str:
         return self.seq.request_id
+
+
+@dataclass(slots=True)
+class InFlight:
+    """A launched step: the sequences it samples for, where each one's placeholder is, and
+    the sampling whose result() brings the tokens."""
+    sampled: list[Sequence]
+    at: list[int]
+    pending: object
 
 
 @dataclass(slots=True)
@@ -115,6 +133,9 @@ class LLMEngine:
         self.detok = Detokenizer(self.tokenizer)
         self.eos_ids = set(spec.eos_ids) | ({self.tokenizer.eos_token_id} - {None})
         self.requests: dict[str, Sequence] = {}
+        self.overlap = config.overlap and getattr(self.ops, "overlaps_steps", False)
+        self.in_flight: InFlight | None = None
+        self.held: list[StepOutput] = []     # collected early (prompt_logits), out with the next step
         self.load_seconds = time.monotonic() - t0
         log.info("loaded %s (%s, %d layers) on %s in %.1f s; %d KV blocks of %d",
                  gguf.path.name, spec.arch, spec.n_layers, self.ops.name, self.load_seconds,
@@ -147,13 +168,18 @@ class LLMEngine:
             return False
         seq.finish_reason = "abort"
         self.scheduler.finish(seq)
+        while seq.token_ids[-1] < 0:         # a placeholder of the step in flight
+            seq.token_ids.pop()
         return True
 
     def has_unfinished(self) -> bool:
-        return self.scheduler.has_work()
+        return self.scheduler.has_work() or self.in_flight is not None or bool(self.held)
 
     # ---- the step --------------------------------------------------------------------
     def step(self) -> list[StepOutput]:
+        """Run one forward pass; returns the tokens sampled by the last one collected."""
+        if self.overlap:
+            return self._overlapped_step()
         scheduled = self.scheduler.schedule()
         if not scheduled:
             return []
@@ -161,12 +187,55 @@ class LLMEngine:
         for seq, n in scheduled:
             seq.num_computed += n
             self.blocks.register_computed(seq)
+        for i, seq in enumerate(sampled):
+            seq.token_ids.append(int(out.token_ids[i]))
         return [self._accept(seq, i, out) for i, seq in enumerate(sampled)]
 
-    def _accept(self, seq: Sequence, row: int, out: SampleOutput) -> StepOutput:
-        token = int(out.token_ids[row])
+    def _overlapped_step(self) -> list[StepOutput]:
+        previous, self.in_flight, outputs, self.held = self.in_flight, None, self.held, []
+        if previous is not None and any(map(self._needs_token_first, previous.sampled)):
+            outputs, previous = outputs + self._collect(previous), None
+        scheduled = self.scheduler.schedule()
+        if scheduled:
+            sampled, pending = self.runner.launch(scheduled)
+            for seq, n in scheduled:
+                seq.num_computed += n
+        if previous is not None:
+            outputs += self._collect(previous)
+        if scheduled:
+            for seq, _ in scheduled:
+                if not seq.is_finished:
+                    self.blocks.register_computed(seq)
+            if sampled:
+                at = []
+                for row, seq in enumerate(sampled):
+                    at.append(len(seq.token_ids))
+                    if not seq.is_finished:
+                        seq.token_ids.append(-(row + 1))
+                self.in_flight = InFlight(sampled, at, pending)
+        return outputs
+
+    def _needs_token_first(self, seq: Sequence) -> bool:
+        """Whether the next step for seq must wait until its token in flight is on the host."""
         p = seq.params
-        seq.token_ids.append(token)
+        return (p.constraint is not None or p.repetition_penalty != 1.0 or bool(p.presence_penalty)
+                or bool(p.frequency_penalty) or seq.num_output >= p.max_tokens
+                or len(seq) >= self.max_model_len)
+
+    def _collect(self, step: InFlight) -> list[StepOutput]:
+        out = step.pending.result()
+        outputs = []
+        for row, (seq, at) in enumerate(zip(step.sampled, step.at)):
+            if seq.is_finished:              # finished or aborted since the step was launched
+                continue
+            seq.token_ids[at] = int(out.token_ids[row])
+            outputs.append(self._accept(seq, row, out))
+        return outputs
+
+    def _accept(self, seq: Sequence, row: int, out: SampleOutput) -> StepOutput:
+        """Bookkeeping for the token just stored at the end of seq (row `row` of out)."""
+        token = seq.token_ids[-1]
+        p = seq.params
         if seq.first_token_time is None:
             seq.first_token_time = time.monotonic()
         seq.awareness.add(float(out.logprobs[row]), float(out.entropy[row]))
@@ -206,6 +275,9 @@ class LLMEngine:
     def prompt_logits(self, ids: list[int]) -> np.ndarray:
         """Logits [len(ids), vocab] at every position of one uncached prefill: for parity
         checks against other implementations and for scoring. Call between steps."""
+        if self.in_flight is not None:       # its placeholders read the sampler's last rows
+            self.held += self._collect(self.in_flight)
+            self.in_flight = None
         seq = Sequence(list(ids), SamplingParams(max_tokens=1))
         if self.blocks.blocks_needed(len(seq)) > self.blocks.num_free or len(seq) > self.max_model_len:
             raise RequestError(f"{len(seq)} tokens do not fit the free KV cache")

@@ -40,9 +40,18 @@ class ModelRunner:
         return batch, [seq for (seq, _), d in zip(scheduled, done) if d]
 
     def run(self, scheduled: list[tuple[Sequence, int]]) -> tuple[list[Sequence], SampleOutput | None]:
+        sampling, logits, sb = self._forward(scheduled)
+        return sampling, self.ops.sample(logits, sb) if sampling else None
+
+    def launch(self, scheduled: list[tuple[Sequence, int]]) -> tuple[list[Sequence], object]:
+        """As run(), returning as soon as the work is queued (backends with overlaps_steps):
+        the second item's result() gives the SampleOutput."""
+        sampling, logits, sb = self._forward(scheduled)
+        return sampling, self.ops.sample_async(logits, sb) if sampling else None
+
+    def _forward(self, scheduled):
         batch, sampling = self.build_batch(scheduled)
         logits = self.model.run(batch, self.kv)
-        if not sampling:
-            return sampling, None
-        sb = SamplingBatch.build([(s.params, s.token_ids, s.num_prompt_tokens) for s in sampling], self.vocab)
-        return sampling, self.ops.sample(logits, sb)
+        sb = SamplingBatch.build([(s.params, s.token_ids, s.num_prompt_tokens) for s in sampling],
+                                 self.vocab) if sampling else None
+        return sampling, logits, sb

@@ -88,3 +88,53 @@ def test_batch_of_twelve_decodes_through_matmul_in_the_graphs(tiny_gguf, tokeniz
     got = [r.token_ids for r in gpu.generate(prompts, params)]
     assert got == [r.token_ids for r in cpu.generate(prompts, params)]
     assert ops.graphs.buckets and any(key[0] == "matmul" for key in ops.dev._modules)
+
+
+def test_overlapped_steps_match_the_synchronous_engine(tiny_gguf, tokenizer_cache):
+    overlap_scenario(tiny_gguf("qwen3", Q.Q8_0), tokenizer_cache,
+                     lambda: CUDAOps(device=emulator.EmuDevice(), kv_dtype="float32", gemm_dtype="float32"))
+
+
+def overlap_scenario(path, tokenizer_cache, make_ops):
+    """The CUDA engine queues step k + 1 before it reads step k's tokens: the next inputs come
+    from the sampler's rows on the device. Against the same backend stepping synchronously,
+    with requests joining mid-decode, one stopping on a token while the next step for it is
+    already queued, seeded sampling, penalties (not overlapped) and an abort, every request
+    gets the same tokens, and each step() returns the tokens of the step before."""
+    def engine(overlap):
+        config = EngineConfig(model=path, backend="cpu", kv_cache_mb=16, tokenizer_cache=tokenizer_cache,
+                              overlap=overlap)
+        return LLMEngine(config, ops=make_ops())
+
+    sync, fast = engine(False), engine(True)
+    base = sync.tokenizer.encode("Count the apples and the pears in the basket, then add three more")
+    greedy = SamplingParams(max_tokens=9, temperature=0, ignore_eos=True)
+    first = sync.generate([base], greedy)[0].token_ids
+    stop_on = SamplingParams(max_tokens=9, temperature=0, ignore_eos=True, stop_token_ids=[first[3]])
+    requests = {  # request id: (step it joins at, prompt, params)
+        "a": (0, base, greedy),
+        "stop": (0, base, stop_on),
+        "seeded": (0, base[3:], SamplingParams(max_tokens=7, temperature=0.9, top_p=0.9, seed=11)),
+        "penalty": (2, base[5:], SamplingParams(max_tokens=5, temperature=0, repetition_penalty=1.3)),
+        "late": (3, base[:9], SamplingParams(max_tokens=4, temperature=0, ignore_eos=True)),
+        "aborted": (1, base[2:], greedy),
+    }
+    results = {}
+    for e in (sync, fast):
+        seqs, steps, returned = {}, 0, []
+        while steps < 4 or e.has_unfinished():
+            for rid, (at, prompt, params) in requests.items():
+                if at == steps:
+                    seqs[rid] = e.add_request(prompt, params, request_id=f"{rid}-{e.overlap}")
+            if steps == 4:
+                e.abort(f"aborted-{e.overlap}")
+            returned.append(sorted(o.request_id.split("-")[0] for o in e.step()))
+            steps += 1
+        results[e.overlap] = ({rid: s.output_ids for rid, s in seqs.items()}, returned)
+    (want, want_steps), (got, got_steps) = results[False], results[True]
+    aborted = got.pop("aborted")
+    assert aborted == want.pop("aborted")[:len(aborted)]
+    assert got == want
+    assert want["stop"] == first[:4] and len(want["a"]) == 9
+    assert want_steps[0] and not got_steps[0]      # the first step's tokens come with the second
+    assert not any(t < 0 for ids in got.values() for t in ids)

@@ -102,6 +102,11 @@ def test_graph_replay_equals_eager(tiny_gguf, tokenizer_cache, arch, seqs, bucke
     assert any(key[0] == "matmul" for key in graphed.ops.dev._modules) == (precision != EXACT)
 
 
+def test_overlapped_steps_match_the_synchronous_engine(tiny_gguf, tokenizer_cache):
+    from tests.runtime.test_cuda_emulated import overlap_scenario
+    overlap_scenario(tiny_gguf("qwen3", Q.Q8_0), tokenizer_cache, lambda: make_ops(**EXACT))
+
+
 def test_sampler_matches_cpu_sampler():
     from runtime.backends.cuda.check import check_sampling
     ops = make_ops()

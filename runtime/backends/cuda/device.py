@@ -168,9 +168,26 @@ class CupyDevice:
     def synchronize(self) -> None:
         self.stream.synchronize()
 
-    def pinned_empty(self, n: int, dtype) -> np.ndarray:
+    def to_host_async(self, *arrays):
+        """Start copies of contiguous device arrays into pinned host memory, in stream order;
+        returns wait(), which blocks until they (not the work queued after them) are done
+        and gives the host arrays."""
         import cupyx
-        return cupyx.empty_pinned((n,), dtype)
+        cupy = self.xp
+        pairs = []
+        for a in arrays:
+            assert a.flags.c_contiguous, "to_host_async copies contiguous arrays"
+            host = cupyx.empty_pinned(a.shape, a.dtype)
+            cupy.cuda.runtime.memcpyAsync(host.ctypes.data, a.data.ptr, a.nbytes,
+                                          cupy.cuda.runtime.memcpyDeviceToHost, self.stream.ptr)
+            pairs.append((host, a))          # the device array stays alive until the copy is done
+        done = cupy.cuda.Event(disable_timing=True)
+        done.record(self.stream)
+
+        def wait() -> list[np.ndarray]:
+            done.synchronize()
+            return [host for host, _ in pairs]
+        return wait
 
     # ---- cuBLAS --------------------------------------------------------------------
     def gemm(self, x, w, y, out_col0: int = 0) -> None:

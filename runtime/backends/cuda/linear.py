@@ -252,7 +252,7 @@ def gemm(ops, x, w: QuantLinear, bias, act):
         n = min(step, w.rows - r0)
         part = scratch[:n * K].reshape(n, K)
         getattr(ops.dev.kernels("dequant"), name)((n,), (64,), (
-            w.table, np.int32(len(w.segments)), np.int32(K), None, np.int32(r0), part, np.int32(K)))
+            w.table, np.int32(len(w.segments)), np.int32(K), None, None, np.int32(r0), part, np.int32(K)))
         ops.dev.gemm(h, part, y, out_col0=r0)
     if bias is not None:
         y += bias

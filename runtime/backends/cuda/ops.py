@@ -32,6 +32,7 @@ from runtime.sampling import SampleOutput, SamplingBatch
 
 
 SCRATCH_VALUES = 16 << 20      # 32 MB in f16: a slice dequantized by dequant.cu is still in L2 for cuBLAS
+FEED_ROWS = 4096               # sampled rows a step can hand to the next on the device (sampler.py)
 
 
 class RopeTables:
@@ -41,6 +42,7 @@ class RopeTables:
 
 class CUDAOps:
     name = "cuda"
+    overlaps_steps = True       # token ids -(j + 1) read row j of the last sampling step (dequant.cu)
 
     def __init__(self, kv_dtype: str = "float16", gemm_dtype: str = "float16",
                  matvec_max_tokens: int = 8, matmul_max_tokens: int = 32, graphs: bool = True,
@@ -56,6 +58,7 @@ class CUDAOps:
         self.matvec_max_tokens, self.matmul_max_tokens = matvec_max_tokens, matmul_max_tokens
         self.use_graphs, self.max_graph_batch = graphs, max_graph_batch
         self.sampler = Sampler(self)
+        self.feed = self.xp.zeros(FEED_ROWS, np.int32)     # the last sampling step's ids
         self.graphs: DecodeGraphs | None = None
         self.trash_block = 0
         self._loaded: dict[tuple[str, ...], QuantLinear] = {}
@@ -137,7 +140,7 @@ class CUDAOps:
         T = fb.num_tokens
         out = self.alloc((T, table.cols), np.float32)
         self.dev.kernels("dequant").dequant_f32((T,), (64,), (
-            table.table, np.int32(len(table.segments)), np.int32(table.cols), fb.ids, np.int32(0), out,
+            table.table, np.int32(len(table.segments)), np.int32(table.cols), fb.ids, self.feed, np.int32(0), out,
             np.int32(table.cols)))
         return out
 
@@ -163,10 +166,14 @@ class CUDAOps:
         return self.xp.take(x, idx, axis=0)
 
     def sample(self, logits, sb: SamplingBatch) -> SampleOutput:
+        return self.sample_async(logits, sb).result()
+
+    def sample_async(self, logits, sb: SamplingBatch):
+        """Queue the sampling and its copy to the host; .result() waits for that copy."""
         self.dev.use()
         if not isinstance(logits, Logits):
             logits = Logits(logits, logits.shape[0])
-        return self.sampler.sample(logits, sb)
+        return self.sampler.launch(logits, sb)
 
     def logits_to_host(self, logits) -> np.ndarray:
         if isinstance(logits, Logits):

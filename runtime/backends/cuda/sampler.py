@@ -4,10 +4,16 @@
 entropy and argmax, which is all greedy decoding needs. Masks, penalties, temperature,
 top-k/top-p/min-p and top logprobs add eager kernels on the same logits. The choices match
 cpu.py's sampler for the same logits and uniforms (sample_select.cu says how).
+
+`launch` queues all of it and the copy of the results to the host, and returns at once: the
+engine queues the next step before it waits (llm_engine.py). The chosen ids also go to the
+ops' `feed` on the device, where the next step's embedding finds the tokens the host has
+not read yet (dequant.cu).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -24,6 +30,21 @@ class Logits:
     stats: tuple | None = None  # (out [3, R], lse [R]) from sample_stats when already run
 
 
+@dataclass(slots=True)
+class PendingSample:
+    """A launched sampling step; result() waits for its copy to the host (only that)."""
+    wait: Callable[[], list]
+    rows: int
+    num_top: int
+
+    def result(self) -> SampleOutput:
+        host, n = self.wait(), self.rows
+        out = host[0]
+        top_ids, top_lp = (host[1].astype(np.int64), host[2].copy()) if self.num_top else (None, None)
+        return SampleOutput(out[0, :n].view(np.int32).astype(np.int64), out[1, :n].copy(),
+                            out[2, :n].copy(), top_ids, top_lp)
+
+
 class Sampler:
     def __init__(self, ops):
         self.ops, self.dev = ops, ops.dev
@@ -38,10 +59,14 @@ class Sampler:
         part_sw = self.ops.alloc((R, nb, 2), np.float64)
         counters = self.ops.alloc((R,), np.int32, zero=True)
         self.dev.kernels("sample_stats").sample_stats((nb, R), (256,), (
-            logits, np.int32(V), np.int32(V), out, lse, part_m, part_id, part_sw, counters))
+            logits, np.int32(V), np.int32(V), out, lse, part_m, part_id, part_sw, counters, self.feed(R)))
         return out, lse
 
-    def sample(self, logits: Logits, sb: SamplingBatch) -> SampleOutput:
+    def feed(self, rows: int):
+        """The ops' feed for `rows` sampled rows (None past its size: those steps are not overlapped)."""
+        return self.ops.feed if rows <= self.ops.feed.size else None
+
+    def launch(self, logits: Logits, sb: SamplingBatch) -> PendingSample:
         dev, xp = self.dev, self.dev.xp
         x, n = logits.values, logits.rows
         V = x.shape[1]
@@ -60,17 +85,14 @@ class Sampler:
                 np.int32(0 if sb.masks is None else sb.masks.shape[1]), up(sb.temperature, np.float32),
                 up(sb.top_k, np.int32), up(sb.top_p, np.float32), up(sb.min_p, np.float32),
                 up(sb.uniforms, np.float32), lse[:n],
-                probs, out))
-        top_ids = top_lp = None
+                probs, out, self.feed(n)))
+        top = ()
         if sb.num_top:
             k = sb.num_top
-            ids_d, lp_d = xp.empty((n, k), np.int32), xp.empty((n, k), np.float32)
+            top = (xp.empty((n, k), np.int32), xp.empty((n, k), np.float32))
             dev.kernels("topk_logprobs").topk_logprobs((n,), (1024,), (
-                x[:n], np.int32(V), np.int32(V), lse[:n], np.int32(k), ids_d, lp_d))
-            top_ids, top_lp = dev.to_host(ids_d).astype(np.int64), dev.to_host(lp_d)
-        host = dev.to_host(out)
-        return SampleOutput(host[0, :n].view(np.int32).astype(np.int64), host[1, :n].copy(),
-                            host[2, :n].copy(), top_ids, top_lp)
+                x[:n], np.int32(V), np.int32(V), lse[:n], np.int32(k), *top))
+        return PendingSample(dev.to_host_async(out, *top), n, sb.num_top)
 
     def _penalize(self, logits, sb: SamplingBatch, up) -> None:
         kern = self.dev.kernels("penalize").penalize

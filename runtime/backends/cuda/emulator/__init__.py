@@ -106,8 +106,9 @@ class EmuDevice:
     def synchronize(self) -> None:
         pass
 
-    def pinned_empty(self, n: int, dtype) -> np.ndarray:
-        return np.empty(n, dtype)
+    def to_host_async(self, *arrays):
+        copies = [np.array(a, copy=True) for a in arrays]   # kernels have already run
+        return lambda: copies
 
     def gemm(self, x, w, y, out_col0: int = 0) -> None:
         def run():

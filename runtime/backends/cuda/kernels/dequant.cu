@@ -2,7 +2,10 @@
 //
 //   out[i, k] = W[ids[i] if ids else row0 + i, k]        i < gridDim.x, k < K
 // Serves the embedding lookup (ids = token ids, f32 out) and the per-layer scratch that
-// prefill and large batches hand to cuBLAS (all rows, f16 or f32 out).
+// prefill and large batches hand to cuBLAS (all rows, f16 or f32 out). An id -(j + 1) is a
+// token the host has not seen yet: row j of the last sampling step, read from feed
+// (sample_stats.cu / sample_select.cu write it), so a decode step can be launched before the
+// previous step's tokens reach the host.
 // Reference: gguf.quants.dequantize. Compile: nvcc -arch=sm_90 -cubin -I. dequant.cu.
 // Grid: one block per output row; threads take consecutive 16-byte chunks (quant.cuh).
 // Stores are 16 bytes a lane (8 halves or 4 floats): the cuBLAS path spends most of its time
@@ -60,8 +63,9 @@ __device__ __forceinline__ void dequant_row(const u8* q, const u8* s, int K, OUT
 
 template <class OUT>
 __device__ __forceinline__ void dequant(const Segment* segs, int nseg, int K, const int* ids,
-                                        int row0, OUT* out, int ldo) {
-  const int row = ids != nullptr ? ids[blockIdx.x] : row0 + (int)blockIdx.x;
+                                        const int* feed, int row0, OUT* out, int ldo) {
+  int row = ids != nullptr ? ids[blockIdx.x] : row0 + (int)blockIdx.x;
+  if (row < 0) row = feed[-row - 1];
   const Segment& g = find_segment(segs, nseg, row);
   const u8* q = reinterpret_cast<const u8*>(g.q) + (row - g.row0) * g.q_row_bytes;
   const u8* s = reinterpret_cast<const u8*>(g.s) + (row - g.row0) * g.s_row_bytes;
@@ -69,16 +73,16 @@ __device__ __forceinline__ void dequant(const Segment* segs, int nseg, int K, co
   DISPATCH_QTYPE((int)g.qtype, (dequant_row<FMT, OUT>(q, s, K, dst)));
 }
 
-extern "C" __global__ void dequant_f32(const Segment* segs, int nseg, int K, const int* ids,
+extern "C" __global__ void dequant_f32(const Segment* segs, int nseg, int K, const int* ids, const int* feed,
                                        int row0, float* out, int ldo) {
   pdl_wait();
   pdl_launch();
-  dequant(segs, nseg, K, ids, row0, out, ldo);
+  dequant(segs, nseg, K, ids, feed, row0, out, ldo);
 }
 
-extern "C" __global__ void dequant_f16(const Segment* segs, int nseg, int K, const int* ids,
+extern "C" __global__ void dequant_f16(const Segment* segs, int nseg, int K, const int* ids, const int* feed,
                                        int row0, __half* out, int ldo) {
   pdl_wait();
   pdl_launch();
-  dequant(segs, nseg, K, ids, row0, out, ldo);
+  dequant(segs, nseg, K, ids, feed, row0, out, ldo);
 }

@@ -13,7 +13,8 @@
 // smallest threshold whose set satisfies the three rules (31 passes over the row), instead
 // of sorting 151,936 entries. Ties at the threshold may differ from torch's sort order.
 // Reference: cpu.py _sample_filtered. Compile: nvcc -arch=sm_90 -cubin -I. sample_select.cu.
-// Grid: one block of 1024 threads per row; probs is a [R, V] f32 scratch.
+// Grid: one block of 1024 threads per row; probs is a [R, V] f32 scratch. feed (null or >= R
+// ints) gets the chosen ids, as sample_stats.cu's.
 #include "common.cuh"
 
 #define SS_THREADS 1024
@@ -25,7 +26,7 @@ __device__ __forceinline__ bool allowed(const int* mask, int i) {
 extern "C" __global__ void __launch_bounds__(SS_THREADS) sample_select(
     const float* logits, const float* raw, int V, int ld, const int* masks, int mask_words,
     const float* temperature, const int* top_k, const float* top_p, const float* min_p,
-    const float* uniforms, const float* lse, float* probs, float* out) {
+    const float* uniforms, const float* lse, float* probs, float* out, int* feed) {
   pdl_wait();
   pdl_launch();
   __shared__ float redv[32];
@@ -109,5 +110,6 @@ extern "C" __global__ void __launch_bounds__(SS_THREADS) sample_select(
   if (tid == 0) {
     out[r] = __int_as_float(id);
     out[R + r] = raw[(i64)r * ld + id] - lse[r];
+    if (feed != nullptr) feed[r] = id;
   }
 }

@@ -4,7 +4,8 @@
 //   (computed as log s - w / s with s = sum e_i, w = sum e_i (x_i - max), e_i = exp(x_i - max))
 //   id[r]  = argmax_i x[r, i] (lowest index on ties);  logprob[r] = x[r, id] - lse
 // out [3, R] f32: ids (int bits), logprobs, entropies. This is the whole of greedy sampling;
-// masks, penalties and filtered sampling (sample_select.cu) rewrite ids and logprobs.
+// masks, penalties and filtered sampling (sample_select.cu) rewrite ids and logprobs. feed
+// (null or >= R ints) gets the ids too: the next step's embedding reads them (dequant.cu).
 // Reference: cpu.py CPUOps.sample. Compile: nvcc -arch=sm_90 -cubin -I. sample_stats.cu.
 // Grid (NB, R): block b of row r takes SS_CHUNK columns, each thread SS_PER values held in
 // registers (one read of the row), and leaves (max, argmax, s, w) relative to its own max;
@@ -19,7 +20,7 @@
 
 extern "C" __global__ void __launch_bounds__(SS_THREADS) sample_stats(
     const float* logits, int V, int ld, float* out, float* lse_out, float* part_m, int* part_id,
-    double* part_sw, int* counters) {
+    double* part_sw, int* counters, int* feed) {
   pdl_wait();
   pdl_launch();
   __shared__ float redv[32];
@@ -83,6 +84,7 @@ extern "C" __global__ void __launch_bounds__(SS_THREADS) sample_stats(
     out[R + r] = (float)(mb - lse);
     out[2 * R + r] = (float)(log(S) - W / S);
     lse_out[r] = (float)lse;
+    if (feed != nullptr) feed[r] = ib;
     counters[r] = 0;
   }
 }
