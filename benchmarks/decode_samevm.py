@@ -55,7 +55,7 @@ def prefill(e: LLMEngine, p: list[int]) -> float:
 
 def graph_ms(e: LLMEngine, size: int) -> float | None:
     """GPU time of one replay of a bucket's decode graph (CUDA events, median of 20)."""
-    bucket = e.ops.graphs.buckets.get(size)
+    bucket = e.ops.graphs.buckets.get(e.ops.graphs.decode_key(size))
     if bucket is None:
         return None
     cp, dev = e.ops.xp, e.ops.dev
@@ -87,7 +87,7 @@ def run(path: Path, batches: list[int], prompt: int, new: int, prefill_lens: lis
         decode(e, prompts(rng, vocab, b, prompt), 8)               # warm-up: captures the bucket's graph
         runs = [decode(e, prompts(rng, vocab, b, prompt), new) for _ in range(3)]
         rates = [r[0] for r in runs]
-        gpu = graph_ms(e, e.ops.graphs.bucket_for(b))
+        gpu = graph_ms(e, b)
         step = statistics.median(r[1] for r in runs)
         out["decode"][b] = {"decode_tok_s": statistics.median(rates), "min": min(rates), "max": max(rates),
                             "step_ms": step, "graph_gpu_ms": gpu, "host_ms": None if gpu is None else step - gpu}

@@ -170,6 +170,9 @@ class LLMEngine:
         self.scheduler.finish(seq)
         while seq.token_ids[-1] < 0:         # a placeholder of the step in flight
             seq.token_ids.pop()
+        if self.in_flight is not None and all(s.is_finished for s in self.in_flight.sampled):
+            self.in_flight.pending.result()  # nothing left to collect: let its copy land, drop it
+            self.in_flight = None
         return True
 
     def has_unfinished(self) -> bool:

@@ -138,3 +138,31 @@ def overlap_scenario(path, tokenizer_cache, make_ops):
     assert want["stop"] == first[:4] and len(want["a"]) == 9
     assert want_steps[0] and not got_steps[0]      # the first step's tokens come with the second
     assert not any(t < 0 for ids in got.values() for t in ids)
+
+
+def test_prefill_graphs_replay_like_the_cpu(tiny_gguf, tokenizer_cache):
+    """One-sequence prefills up to 128 tokens replay a graph per padded length. A 20-token
+    prompt captures the 32 bucket; a 27-token one, its first 16 tokens cached, prefills 11 at
+    positions 16-26 and captures the 16 bucket; a 40-token one (16 cached) replays the 32
+    bucket with 24 tokens at positions 16-39, and a 3-token one replays the 16 bucket: other
+    positions, tiles, padding and sampled row than captured. qwen2's q/k/v biases at f32 go
+    through cuBLAS and epilogue.cu inside the graph. Every greedy token equals the CPU's."""
+    path = tiny_gguf("qwen2", Q.Q8_0)
+    config = EngineConfig(model=path, backend="cpu", kv_cache_mb=16, tokenizer_cache=tokenizer_cache)
+    cpu = LLMEngine(config)
+    ops = CUDAOps(device=emulator.EmuDevice(), kv_dtype="float32", gemm_dtype="float32")
+    gpu = LLMEngine(config, ops=ops)
+    base = cpu.tokenizer.encode("Count the apples and the pears in the basket, then add three more. " * 3)
+    params = SamplingParams(max_tokens=3, temperature=0, ignore_eos=True)
+    replays = {}
+    for n in (20, 27, 40, 3):
+        for key, bucket in ops.graphs.buckets.items():
+            if bucket.graph is not None and not hasattr(bucket.graph, "counted"):
+                bucket.graph.counted, replay = True, bucket.graph.replay
+                bucket.graph.replay = lambda key=key, replay=replay: (replays.__setitem__(key, replays.get(key, 0) + 1), replay())
+        got = gpu.generate([base[:n]], params)[0]
+        want = cpu.generate([base[:n]], params)[0]
+        assert got.token_ids == want.token_ids, n
+        if n == 40:
+            assert got.cached_tokens == 16
+    assert replays.get((32, 1)) == 1 and replays.get((16, 1)) == 1, replays

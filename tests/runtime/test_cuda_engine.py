@@ -97,7 +97,7 @@ def test_graph_replay_equals_eager(tiny_gguf, tokenizer_cache, arch, seqs, bucke
     ps = engine_tests.prompts(graphed, seqs)
     params = SamplingParams(max_tokens=16, temperature=0, ignore_eos=True)
     assert [c.token_ids for c in graphed.generate(ps, params)] == [c.token_ids for c in eager.generate(ps, params)]
-    captured = graphed.ops.graphs.buckets[bucket]
+    captured = graphed.ops.graphs.buckets[bucket, bucket]
     assert captured.graph is not None and captured.fallback is None, captured.fallback
     assert any(key[0] == "matmul" for key in graphed.ops.dev._modules) == (precision != EXACT)
 

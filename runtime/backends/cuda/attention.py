@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from runtime.backends import AttentionParams
-from runtime.backends.cuda.batch import CUDABatch, prefill_tiles
+from runtime.backends.cuda.batch import CUDABatch
 
 KV_TYPES = {"float16": ("__half", np.float16), "bfloat16": ("__nv_bfloat16", np.uint16),
             "float32": ("float", np.float32)}
@@ -43,12 +43,8 @@ def attention(ops, qkv, kv, layer: int, fb: CUDABatch, rope, p: AttentionParams)
     q = ops.alloc((T, Hq * D), np.float32)
     mods["rope_kv"].rope_kv((T,), (128,), (
         qkv, np.int32(Hq), np.int32(Hkv), fb.positions, fb.slots, *common, q, k_cache, v_cache))
-    group = Hq // Hkv
-    if group not in fb.tiles:
-        tiles = prefill_tiles(fb.host, group)
-        fb.tiles[group] = (ops.dev.upload(tiles), len(tiles))
-    tiles, ntiles = fb.tiles[group]
-    mods["attention_prefill"].attention_prefill((ntiles, Hkv), (128,), (
-        q, np.int32(Hq), np.int32(Hkv), tiles, fb.tables, fb.stride, np.int32(fb.host.block_size),
+    assert ops.group == Hq // Hkv, "the packed prefill tiles were made for another query-group size"
+    mods["attention_prefill"].attention_prefill((fb.num_tiles, Hkv), (128,), (
+        q, np.int32(Hq), np.int32(Hkv), fb.tiles, fb.tables, fb.stride, np.int32(fb.host.block_size),
         np.float32(p.scale), k_cache, v_cache, out))
     return out

@@ -1,14 +1,15 @@
 """A step's inputs on the device, packed into one int32 buffer so a step costs one copy.
 
-Layout (n = tokens, b = sequences, s = sampled rows, w = block-table width):
-    [table width][ids n][positions n][slots n][context lengths b][sampled rows s][tables b*w]
-The tables come last, so for a fixed padded batch size every offset is fixed and a captured
-decode graph can keep reading the same buffer while the table width grows. Padded rows
-(graph buckets) decode token 0 at position 0 into the spare cache block `trash`.
+Layout (n = tokens, b = sequences, s = sampled rows, k = prefill tiles, w = block-table width):
+    [table width][ids n][positions n][slots n][context lengths b][sampled rows s][tiles 4k][tables b*w]
+The tables come last, so for a fixed padded shape every offset is fixed and a captured graph
+can keep reading the same buffer while the table width grows. Padded rows (graph buckets)
+run token 0 at position 0 into the spare cache block `trash`; padded prefill tiles are
+empty (attention_prefill.cu skips a tile of no queries).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -28,8 +29,9 @@ class CUDABatch:
     slots: object
     ctx: object
     rows: object
+    tiles: object               # [num_tiles, 4] attention_prefill.cu tiles (prefill steps)
+    num_tiles: int
     tables: object
-    tiles: dict = field(default_factory=dict)   # query-group size -> (device tiles, count)
 
     @property
     def all_rows(self) -> bool:
@@ -37,9 +39,9 @@ class CUDABatch:
         return self.num_rows == self.num_tokens
 
 
-def layout(n: int, b: int, s: int, w: int) -> dict[str, tuple[int, int]]:
+def layout(n: int, b: int, s: int, k: int, w: int) -> dict[str, tuple[int, int]]:
     sizes = [("stride", 1), ("ids", n), ("positions", n), ("slots", n), ("ctx", b), ("rows", s),
-             ("tables", b * w)]
+             ("tiles", 4 * k), ("tables", b * w)]
     out, at = {}, 0
     for name, size in sizes:
         out[name] = (at, at + size)
@@ -47,27 +49,32 @@ def layout(n: int, b: int, s: int, w: int) -> dict[str, tuple[int, int]]:
     return out
 
 
-def pack(fb: ForwardBatch, pad_to: int = 0, trash: int = 0) -> tuple[np.ndarray, dict, int]:
-    """fb as one int32 array (decode batches padded to `pad_to` sequences)."""
+def pack(fb: ForwardBatch, group: int, pad_to: int = 0, trash: int = 0) -> tuple[np.ndarray, dict, int]:
+    """fb as one int32 array. pad_to: a decode batch padded to that many sequences, or a
+    one-sequence prefill padded to that many tokens (graph buckets). group: query heads a KV
+    head, which sizes the prefill tiles."""
     n, b, w = len(fb.input_ids), fb.num_seqs, fb.block_tables.shape[1]
     rows = fb.logits_indices
-    if pad_to:
-        assert fb.is_decode and pad_to >= b and len(rows) == b
+    tiles = np.zeros((0, 4), np.int32) if fb.is_decode else prefill_tiles(fb, group)
+    k = len(tiles)
+    if pad_to and fb.is_decode:
+        assert pad_to >= b and len(rows) == b
         n = b = pad_to
         rows = np.arange(pad_to, dtype=np.int32)
-    where = layout(n, b, len(rows), w)
+    elif pad_to:
+        assert b == 1 and pad_to >= n
+        n, k = pad_to, max_tiles(pad_to, group)
+    where = layout(n, b, len(rows), k, w)
     buf = np.zeros(where["tables"][1], np.int32)
     buf[0] = w
     fill = {"ids": fb.input_ids, "positions": fb.positions, "slots": fb.slot_mapping,
-            "ctx": fb.context_lens, "rows": rows}
+            "ctx": fb.context_lens, "rows": rows, "tiles": tiles.reshape(-1)}
     for name, values in fill.items():
         lo, _ = where[name]
         buf[lo:lo + len(values)] = values
-    real = fb.num_seqs
-    if pad_to > real:
-        bs = fb.block_size
-        buf[where["slots"][0] + real:where["slots"][1]] = trash * bs
-        buf[where["ctx"][0] + real:where["ctx"][1]] = 1
+    real_tokens, real = len(fb.input_ids), fb.num_seqs
+    buf[where["slots"][0] + real_tokens:where["slots"][1]] = trash * fb.block_size
+    buf[where["ctx"][0] + real:where["ctx"][1]] = 1
     tables = buf[where["tables"][0]:where["tables"][1]].reshape(b, w)
     tables[:real] = fb.block_tables
     tables[real:, 0] = trash
@@ -76,10 +83,14 @@ def pack(fb: ForwardBatch, pad_to: int = 0, trash: int = 0) -> tuple[np.ndarray,
 
 def views(fb: ForwardBatch, dev_buf, where: dict, num_rows: int, is_decode: bool) -> CUDABatch:
     v = {name: dev_buf[lo:hi] for name, (lo, hi) in where.items()}
-    n = where["ids"][1] - where["ids"][0]
-    b = where["ctx"][1] - where["ctx"][0]
-    return CUDABatch(fb, n, b, num_rows, is_decode, v["stride"], v["ids"], v["positions"], v["slots"],
-                     v["ctx"], v["rows"], v["tables"])
+    size = {name: hi - lo for name, (lo, hi) in where.items()}
+    return CUDABatch(fb, size["ids"], size["ctx"], num_rows, is_decode, v["stride"], v["ids"], v["positions"],
+                     v["slots"], v["ctx"], v["rows"], v["tiles"], size["tiles"] // 4, v["tables"])
+
+
+def max_tiles(tokens: int, group: int) -> int:
+    """Prefill tiles of one sequence's `tokens` queries (prefill_tiles)."""
+    return -(-tokens // max(1, 32 // group))
 
 
 def prefill_tiles(fb: ForwardBatch, group: int) -> np.ndarray:

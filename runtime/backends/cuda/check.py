@@ -294,7 +294,8 @@ def check_attention(ops: CUDAOps, rng, kv_dtype: str, Hq: int, Hkv: int, D: int,
     gpu_cache = np.zeros((1, 2, (nblocks + 1) * bs, Hkv, D), np.float32)
     gpu_cache[:, :, :nblocks * bs] = cache
     kv = dev.upload(kv_store(gpu_cache, kv_dtype))
-    host, where, nrows = pack(fb)
+    ops.group = Hq // Hkv
+    host, where, nrows = pack(fb, ops.group)
     cfb = views(fb, dev.upload(host), where, nrows, fb.is_decode)
     ops.kv_ctype = attn.KV_TYPES[kv_dtype][0]
     got = ops.attention(dev.upload(qkv), kv, 0, cfb, ops.rope_cache(cos, sin), AttentionParams(

@@ -111,7 +111,7 @@ def use_tc(ops, T: int, w: QuantLinear, K: int) -> bool:
 def matvec(ops, x, w: QuantLinear, bias, act):
     T, K = x.shape
     if act == "silu_mul" and len(w.qtypes) > 1:     # gate and up rows of different formats
-        return silu_mul(ops, matvec(ops, x, w, bias, None))
+        return epilogue(ops, matvec(ops, x, w, bias, None), act="silu_mul")
     mode = 1 if act == "silu_mul" else 0
     n_out = w.rows // 2 if mode else w.rows
     if T == 1 and n_out >= NORM_ONCE_ROWS and isinstance(x, Normed):    # the lm_head
@@ -254,14 +254,14 @@ def gemm(ops, x, w: QuantLinear, bias, act):
         getattr(ops.dev.kernels("dequant"), name)((n,), (64,), (
             w.table, np.int32(len(w.segments)), np.int32(K), None, None, np.int32(r0), part, np.int32(K)))
         ops.dev.gemm(h, part, y, out_col0=r0)
-    if bias is not None:
-        y += bias
-    return silu_mul(ops, y) if act == "silu_mul" else y
+    return epilogue(ops, y, bias, act) if bias is not None or act else y
 
 
-def silu_mul(ops, y):
+def epilogue(ops, y, bias=None, act: str | None = None):
+    """y + bias (in place), then the SwiGLU product when act is "silu_mul" (epilogue.cu)."""
     T, N = y.shape
-    out = ops.alloc((T, N // 2), np.float32)
-    blocks = min(4096, (T * N // 2 + 255) // 256)
-    ops.dev.kernels("silu_mul").silu_mul((blocks,), (256,), (y, np.int32(T), np.int32(N // 2), out))
+    out = ops.alloc((T, N // 2), np.float32) if act else y
+    blocks = max(1, min(4096, (T * out.shape[1] + 255) // 256))
+    ops.dev.kernels("epilogue").epilogue((blocks,), (256,), (
+        y, np.int32(T), np.int32(N), bias, np.int32(act == "silu_mul"), out))
     return out

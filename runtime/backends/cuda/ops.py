@@ -2,16 +2,17 @@
 
 Weights stay in their GGUF formats (weights.py). Activations are f32. `rms_norm` returns a
 lazy `Normed` that the next `linear` fuses into its matvec (or materializes for cuBLAS);
-the residual it returns is filled by that same kernel. Decode steps replay one CUDA graph
-per batch-size bucket (graphs.py) through `run_forward`, which DecoderLM.run calls when a
-backend has it. Options:
+the residual it returns is filled by that same kernel. Decode steps and short one-sequence
+prefills replay one CUDA graph per padded shape (graphs.py) through `run_forward`, which
+DecoderLM.run calls when a backend has it. Options:
 
     kv_dtype           "float16" | "bfloat16" | "float32"   KV cache storage
     gemm_dtype         "float16" | "float32"                 float16: tensor-core kernels from 2 rows (matvec_tc.cu,
                                                              matmul.cu) and f16 cuBLAS; float32: exact matvec.cu, f32 cuBLAS
     matvec_max_tokens  rows up to which linear layers use a matvec kernel (graph-capturable)
     matmul_max_tokens  rows up to which they use matmul.cu (f16 tensor cores; 64 for wide weights; 0 off)
-    graphs             capture decode steps (off: every step eager, for debugging)
+    graphs             capture decode steps and short prefills (off: every step eager, for debugging)
+    max_prefill_graph  one-sequence prefills up to this many tokens replay a graph (0: none)
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from runtime.backends import AttentionParams, ForwardBatch
 from runtime.backends.cuda import attention as attn
 from runtime.backends.cuda import linear as lin
 from runtime.backends.cuda.batch import CUDABatch, pack, views
-from runtime.backends.cuda.graphs import DecodeGraphs
+from runtime.backends.cuda.graphs import StepGraphs
 from runtime.backends.cuda.sampler import Logits, Sampler
 from runtime.backends.cuda.weights import QuantLinear, upload_linear
 from runtime.gguf import GGUFTensor
@@ -46,7 +47,7 @@ class CUDAOps:
 
     def __init__(self, kv_dtype: str = "float16", gemm_dtype: str = "float16",
                  matvec_max_tokens: int = 8, matmul_max_tokens: int = 32, graphs: bool = True,
-                 max_graph_batch: int = 64, device=None):
+                 max_graph_batch: int = 64, max_prefill_graph: int = 128, device=None):
         if kv_dtype not in attn.KV_TYPES or gemm_dtype not in ("float16", "float32"):
             raise ValueError(f"kv_dtype {kv_dtype!r} / gemm_dtype {gemm_dtype!r} not supported")
         if device is None:
@@ -56,11 +57,12 @@ class CUDAOps:
         self.kv_ctype, self.dtype = attn.KV_TYPES[kv_dtype][0], np.dtype(attn.KV_TYPES[kv_dtype][1])
         self.gemm_dtype = np.dtype(gemm_dtype)
         self.matvec_max_tokens, self.matmul_max_tokens = matvec_max_tokens, matmul_max_tokens
-        self.use_graphs, self.max_graph_batch = graphs, max_graph_batch
+        self.use_graphs, self.max_graph_batch, self.max_prefill_graph = graphs, max_graph_batch, max_prefill_graph
         self.sampler = Sampler(self)
         self.feed = self.xp.zeros(FEED_ROWS, np.int32)     # the last sampling step's ids
-        self.graphs: DecodeGraphs | None = None
+        self.graphs: StepGraphs | None = None
         self.trash_block = 0
+        self.group = 1              # query heads a KV head (kv_cache): sizes the prefill tiles
         self._loaded: dict[tuple[str, ...], QuantLinear] = {}
         self._scratch = None
         self._arena = None
@@ -115,26 +117,27 @@ class CUDAOps:
     def kv_cache(self, n_layers, num_blocks, block_size, n_kv_heads, head_dim, n_heads):
         self.dev.use()
         self.attention_kernels(head_dim, n_heads // n_kv_heads)   # compile (or load from CuPy's cache) now, not mid-request
-        self.trash_block = num_blocks
+        self.trash_block, self.group = num_blocks, n_heads // n_kv_heads
         max_blocks = max(1, num_blocks)
-        self.graphs = DecodeGraphs(self, max_blocks, self.max_graph_batch) if self.use_graphs else None
+        self.graphs = StepGraphs(self, max_blocks, self.max_graph_batch, self.max_prefill_graph) \
+            if self.use_graphs else None
         return self.xp.zeros((n_layers, 2, (num_blocks + 1) * block_size, n_kv_heads, head_dim), self.dtype)
 
     # ---- per step ------------------------------------------------------------------
     def prepare(self, batch: ForwardBatch) -> CUDABatch:
         self.dev.use()
-        host, where, rows = pack(batch)
+        host, where, rows = pack(batch, self.group)
         return views(batch, self.dev.upload(host), where, rows, batch.is_decode)
 
     def run_forward(self, forward, batch: ForwardBatch, kv) -> Logits:
-        """DecoderLM.run's hook: decode steps through a bucket's CUDA graph."""
+        """DecoderLM.run's hook: decode steps and short prefills through a bucket's CUDA graph."""
         self.dev.use()
-        size = self.graphs.bucket_size(batch) if self.graphs is not None else 0
-        if not size:
+        key = self.graphs.key(batch) if self.graphs is not None else None
+        if key is None:
             values = forward(self.prepare(batch), kv)
             return Logits(values, values.shape[0])
-        values, stats = self.graphs.run(forward, batch, kv, size)
-        return Logits(values, batch.num_seqs, stats)
+        values, stats = self.graphs.run(forward, batch, kv, key)
+        return Logits(values, len(batch.logits_indices), stats)
 
     def embed(self, table: QuantLinear, fb: CUDABatch):
         T = fb.num_tokens
@@ -159,11 +162,17 @@ class CUDAOps:
     def gather(self, x, fb: CUDABatch):
         if fb.all_rows:
             return x
-        idx = fb.rows
         if isinstance(x, lin.Normed):   # the final norm: only the sampled rows are normed
-            return lin.Normed(self.xp.take(x.a, idx, axis=0),
-                              None if x.b is None else self.xp.take(x.b, idx, axis=0), x.weight, x.eps, None)
-        return self.xp.take(x, idx, axis=0)
+            return lin.Normed(self._rows(x.a, fb), None if x.b is None else self._rows(x.b, fb),
+                              x.weight, x.eps, None)
+        return self._rows(x, fb)
+
+    def _rows(self, x, fb: CUDABatch):
+        R, K = fb.num_rows, x.shape[1]
+        out = self.alloc((R, K), np.float32)
+        if R:
+            self.dev.kernels("gather_rows").gather_rows((R,), (256,), (x, np.int32(K), fb.rows, out))
+        return out
 
     def sample(self, logits, sb: SamplingBatch) -> SampleOutput:
         return self.sample_async(logits, sb).result()

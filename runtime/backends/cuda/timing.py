@@ -134,7 +134,7 @@ def report(ops) -> list[dict]:
         fb = ForwardBatch(np.zeros(B, np.int32), pos, (tables[:, -1] * bs + (L - 1) % bs).astype(np.int32),
                           np.arange(B + 1, dtype=np.int32), np.full(B, L, np.int32), tables,
                           np.arange(B, dtype=np.int32), bs)
-        host, where, nr = pack(fb)
+        host, where, nr = pack(fb, Hq // Hkv)
         cfb = views(fb, dev.upload(host), where, nr, True)
         qkv = xp.asarray(rng.standard_normal((B, (Hq + 2 * Hkv) * D)).astype(np.float32))
         chosen = attn_mod.splits(ops, B, Hkv)

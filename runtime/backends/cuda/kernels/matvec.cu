@@ -176,7 +176,7 @@ __device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int
 #pragma unroll
       for (int t = 0; t < T; t++) acc[r][t] = 0.0f;
     // Both rows of a team share one qtype: linear.py checks that segments start at even rows
-    // and runs gate/up pairs of different types as a mode-0 launch plus silu_mul.cu.
+    // and runs gate/up pairs of different types as a mode-0 launch plus epilogue.cu.
     if (out0 < n_out)
       DISPATCH_QTYPE(qt, (dot_rows<FMT, T>(q, s, K / FMT::QK * FMT::C, sub * 32 + lane, 32 * split, xr, acc)));
 #pragma unroll
