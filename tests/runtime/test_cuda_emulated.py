@@ -99,8 +99,9 @@ def overlap_scenario(path, tokenizer_cache, make_ops):
     """The CUDA engine queues step k + 1 before it reads step k's tokens: the next inputs come
     from the sampler's rows on the device. Against the same backend stepping synchronously,
     with requests joining mid-decode, one stopping on a token while the next step for it is
-    already queued, seeded sampling, penalties (not overlapped) and an abort, every request
-    gets the same tokens, and each step() returns the tokens of the step before."""
+    already queued, seeded sampling, penalties (not overlapped), an abort and prompt scoring
+    mid-decode, every request gets the same tokens, and each step() returns the tokens of the
+    step before."""
     def engine(overlap):
         config = EngineConfig(model=path, backend="cpu", kv_cache_mb=16, tokenizer_cache=tokenizer_cache,
                               overlap=overlap)
@@ -128,6 +129,8 @@ def overlap_scenario(path, tokenizer_cache, make_ops):
                     seqs[rid] = e.add_request(prompt, params, request_id=f"{rid}-{e.overlap}")
             if steps == 4:
                 e.abort(f"aborted-{e.overlap}")
+            if steps == 8:                  # scoring between steps collects the step in flight first
+                assert np.isfinite(e.prompt_logits(base[:1])).all()   # a decode-shaped pass: its graph samples
             returned.append(sorted(o.request_id.split("-")[0] for o in e.step()))
             steps += 1
         results[e.overlap] = ({rid: s.output_ids for rid, s in seqs.items()}, returned)
