@@ -13,6 +13,8 @@ from runtime.backends.cuda import emulator
 from runtime.config import EngineConfig
 from runtime.engine.llm_engine import LLMEngine
 from runtime.sampling import SamplingParams
+import tests.runtime.test_engine as engine_tests
+from tests.runtime.test_engine import model_path  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.skipif(not emulator.available(), reason="needs g++ and the CUDA headers")
 
@@ -169,3 +171,22 @@ def test_prefill_graphs_replay_like_the_cpu(tiny_gguf, tokenizer_cache):
         if n == 40:
             assert got.cached_tokens == 16
     assert replays.get((32, 1)) == 1 and replays.get((16, 1)) == 1, replays
+
+
+@pytest.fixture
+def on_emulator(monkeypatch):
+    """test_engine.py's tests on emulated CUDA engines (f32 GEMMs, as on the GPU), so the
+    overlapped steps and graphs meet preemption, prefix caching, stops and aborts in CI."""
+    monkeypatch.setattr(engine_tests, "make_engine", lambda path, tok, **kw: LLMEngine(
+        EngineConfig(model=path, backend="cpu", tokenizer_cache=tok, **{"kv_cache_mb": 16, **kw}),
+        ops=CUDAOps(device=emulator.EmuDevice(), gemm_dtype="float32")))
+
+
+SLOW_ON_EMULATOR = ("test_concurrent_requests_equal_each_alone", "test_preemption_with_tiny_pool_keeps_outputs")
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_ON_EMULATOR else n
+                                  for n in engine_tests.BEHAVIOUR])
+def test_engine_behaviour_on_emulator(name, on_emulator, model_path, tokenizer_cache):  # noqa: F811
+    assert engine_tests.make_engine(model_path, tokenizer_cache).overlap
+    engine_tests.run_behaviour(name, model_path, tokenizer_cache)

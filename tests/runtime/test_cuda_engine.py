@@ -8,8 +8,6 @@ preemption and sampling behaviour reuse test_engine.py's tests on GPU engines.
 """
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as Q
@@ -129,15 +127,8 @@ def on_gpu(monkeypatch):
         path, tok, {"gemm_dtype": "float32"}, **{"kv_cache_mb": 16, **kw}))
 
 
-@pytest.mark.parametrize("name", [
-    "test_concurrent_requests_equal_each_alone", "test_shared_prefix_reuses_blocks_and_keeps_output",
-    "test_preemption_with_tiny_pool_keeps_outputs", "test_chunked_prefill_equals_single_pass",
-    "test_abort_frees_every_block", "test_seed_reproducible_and_distinct",
-    "test_stop_strings_max_tokens_and_logprobs", "test_stop_token_ids",
-    "test_bad_requests_are_refused_and_engine_keeps_working"])
+@pytest.mark.parametrize("name", engine_tests.BEHAVIOUR)
 def test_engine_behaviour_on_gpu(name, on_gpu, model_path, tokenizer_cache):  # noqa: F811
     engine = engine_tests.make_engine(model_path, tokenizer_cache)
     assert engine.ops.name == "cuda"
-    test = getattr(engine_tests, name)
-    extra = {"cpu_dtype": "float32"} if "cpu_dtype" in inspect.signature(test).parameters else {}
-    test(model_path, tokenizer_cache, **extra)
+    engine_tests.run_behaviour(name, model_path, tokenizer_cache)

@@ -2,6 +2,8 @@
 batched outputs must equal each request run alone (greedy)."""
 from __future__ import annotations
 
+import inspect
+
 import pytest
 
 from runtime.config import EngineConfig
@@ -14,6 +16,21 @@ GREEDY = SamplingParams(max_tokens=24, temperature=0, ignore_eos=True)
 @pytest.fixture(scope="module")
 def model_path(tiny_gguf):
     return tiny_gguf("qwen2")
+
+
+# The tests below that other backends rerun with make_engine patched to build their engines
+# (test_cuda_engine.py on the GPU, test_cuda_emulated.py on the kernel emulator).
+BEHAVIOUR = ("test_concurrent_requests_equal_each_alone", "test_shared_prefix_reuses_blocks_and_keeps_output",
+             "test_preemption_with_tiny_pool_keeps_outputs", "test_chunked_prefill_equals_single_pass",
+             "test_abort_frees_every_block", "test_seed_reproducible_and_distinct",
+             "test_stop_strings_max_tokens_and_logprobs", "test_stop_token_ids",
+             "test_bad_requests_are_refused_and_engine_keeps_working")
+
+
+def run_behaviour(name: str, model_path, tokenizer_cache) -> None:
+    test = globals()[name]
+    extra = {"cpu_dtype": "float32"} if "cpu_dtype" in inspect.signature(test).parameters else {}
+    test(model_path, tokenizer_cache, **extra)
 
 
 def make_engine(path, tokenizer_cache, **kw):
