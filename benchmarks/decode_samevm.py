@@ -36,7 +36,8 @@ def decode(e: LLMEngine, ps: list[list[int]], new: int) -> tuple[float, float]:
     seqs = [e.add_request(p, SamplingParams(max_tokens=new, temperature=0, ignore_eos=True)) for p in ps]
     while any(s.first_token_time is None for s in seqs):
         e.step()
-    t0, steps, tokens = time.perf_counter(), 0, 0
+    # the step queued before t0 (overlap) is partly outside the window: its tokens are not counted
+    t0, steps, tokens = time.perf_counter(), 0, -(len(e.in_flight.sampled) if e.in_flight else 0)
     while e.has_unfinished():
         tokens += len(e.step())
         steps += 1

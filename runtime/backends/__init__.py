@@ -11,7 +11,8 @@ Shapes: x [T, hidden] for the T tokens of the step; qkv [T, (Hq + 2 Hkv) D].
 
 A backend with `overlaps_steps` also has `sample_async` (whose result() waits) and takes
 input id -(j + 1) as "the token row j of the last sampling step chose", still on the
-device: the engine then launches a step before it has read the previous one's tokens.
+device, for steps of up to `feed_rows` sampled rows: the engine then launches a step before
+it has read the previous one's tokens.
 """
 from __future__ import annotations
 

@@ -45,6 +45,7 @@ class StepOutput:
     token_ids: list[int]       # tokens sampled this step
     text: str                  # text released this step
     finished: bool
+    num_output: int            # output tokens so far (seq.num_output may count one still in flight)
 
     @property
     def request_id(self) -> str:
@@ -133,7 +134,8 @@ class LLMEngine:
         self.detok = Detokenizer(self.tokenizer)
         self.eos_ids = set(spec.eos_ids) | ({self.tokenizer.eos_token_id} - {None})
         self.requests: dict[str, Sequence] = {}
-        self.overlap = config.overlap and getattr(self.ops, "overlaps_steps", False)
+        self.overlap = (config.overlap and getattr(self.ops, "overlaps_steps", False)
+                        and config.max_num_seqs <= self.ops.feed_rows)
         self.in_flight: InFlight | None = None
         self.held: list[StepOutput] = []     # collected early (prompt_logits), out with the next step
         self.load_seconds = time.monotonic() - t0
@@ -264,7 +266,7 @@ class LLMEngine:
             seq.finish_reason = reason
             self.scheduler.finish(seq)
             self.requests.pop(seq.request_id, None)
-        return StepOutput(seq, [token], self.detok.release(seq), seq.is_finished)
+        return StepOutput(seq, [token], self.detok.release(seq), seq.is_finished, seq.num_output)
 
     # ---- blocking convenience --------------------------------------------------------
     def generate(self, prompts: list[str | list[int]], params: SamplingParams | list[SamplingParams]

@@ -173,7 +173,7 @@ class EngineLoop:
         gen._sent_logprobs = len(seq.logprobs)
         delta = Delta(text=out.text, token_ids=list(out.token_ids), logprobs=new_lp,
                       finished=out.finished, prompt_tokens=seq.num_prompt_tokens,
-                      cached_tokens=seq.num_cached_prompt, completion_tokens=seq.num_output)
+                      cached_tokens=seq.num_cached_prompt, completion_tokens=out.num_output)
         if out.finished:
             delta.finish_reason = seq.finish_reason
             delta.awareness = seq.awareness.summary()

@@ -10,6 +10,7 @@ from gguf import GGMLQuantizationType as Q
 
 from runtime.backends.cuda import CUDAOps, check
 from runtime.backends.cuda import emulator
+from runtime.backends.cuda.graphs import Arena
 from runtime.config import EngineConfig
 from runtime.engine.llm_engine import LLMEngine
 from runtime.sampling import SamplingParams
@@ -57,7 +58,7 @@ def test_engine_greedy_matches_cpu_through_decode_graphs(tiny_gguf, tokenizer_ca
     ids = cpu.tokenizer.encode("What is 2+2? The quick brown fox")
     params = SamplingParams(max_tokens=12, temperature=0, ignore_eos=True)
     assert gpu.generate([ids], params)[0].token_ids == cpu.generate([ids], params)[0].token_ids
-    assert gpu.ops.graphs.buckets
+    assert gpu.ops.graphs.captured(decode=True)
 
 
 def test_prefill_chunks_that_end_no_prompt_match_cpu(tiny_gguf, tokenizer_cache):
@@ -89,7 +90,7 @@ def test_batch_of_twelve_decodes_through_matmul_in_the_graphs(tiny_gguf, tokeniz
     params = SamplingParams(max_tokens=4, temperature=0, ignore_eos=True)
     got = [r.token_ids for r in gpu.generate(prompts, params)]
     assert got == [r.token_ids for r in cpu.generate(prompts, params)]
-    assert ops.graphs.buckets and any(key[0] == "matmul" for key in ops.dev._modules)
+    assert (16, 16) in ops.graphs.captured(decode=True) and any(key[0] == "matmul" for key in ops.dev._modules)
 
 
 def test_overlapped_steps_match_the_synchronous_engine(tiny_gguf, tokenizer_cache):
@@ -133,7 +134,9 @@ def overlap_scenario(path, tokenizer_cache, make_ops):
                 e.abort(f"aborted-{e.overlap}")
             if steps == 8:                  # scoring between steps collects the step in flight first
                 assert np.isfinite(e.prompt_logits(base[:1])).all()   # a decode-shaped pass: its graph samples
-            returned.append(sorted(o.request_id.split("-")[0] for o in e.step()))
+            outs = e.step()
+            returned.append(sorted(o.request_id.split("-")[0] for o in outs))
+            assert all(o.num_output == sum(t >= 0 for t in o.seq.output_ids) for o in outs)
             steps += 1
         results[e.overlap] = ({rid: s.output_ids for rid, s in seqs.items()}, returned)
     (want, want_steps), (got, got_steps) = results[False], results[True]
@@ -143,6 +146,34 @@ def overlap_scenario(path, tokenizer_cache, make_ops):
     assert want["stop"] == first[:4] and len(want["a"]) == 9
     assert want_steps[0] and not got_steps[0]      # the first step's tokens come with the second
     assert not any(t < 0 for ids in got.values() for t in ids)
+    config = EngineConfig(model=path, backend="cpu", kv_cache_mb=16, tokenizer_cache=tokenizer_cache,
+                          max_num_seqs=fast.ops.feed_rows + 1)
+    assert not LLMEngine(config, ops=make_ops()).overlap     # a step could sample past the feed
+
+
+def test_a_failed_capture_leaves_no_bucket_behind(tiny_gguf, tokenizer_cache, monkeypatch):
+    """Out of memory halfway through recording a graph's buffers fails that step; the next
+    step of the same shape records and captures afresh (not on top of the partial arena)."""
+    path = tiny_gguf("qwen3", Q.Q8_0)
+    config = EngineConfig(model=path, backend="cpu", kv_cache_mb=16, tokenizer_cache=tokenizer_cache)
+    cpu = LLMEngine(config)
+    gpu = LLMEngine(config, ops=CUDAOps(device=emulator.EmuDevice(), kv_dtype="float32", gemm_dtype="float32"))
+    ids = cpu.tokenizer.encode("The quick brown fox jumps")
+    params = SamplingParams(max_tokens=4, temperature=0, ignore_eos=True)
+    takes, take = [], Arena.take
+
+    def failing(self, *args, **kw):
+        takes.append(args)
+        if len(takes) == 10:
+            raise MemoryError("out of memory (test)")
+        return take(self, *args, **kw)
+    monkeypatch.setattr(Arena, "take", failing)
+    with pytest.raises(MemoryError):
+        gpu.generate([ids], params)
+    for rid in list(gpu.requests):       # as the server does after a failed step
+        gpu.abort(rid)
+    assert gpu.generate([ids], params)[0].token_ids == cpu.generate([ids], params)[0].token_ids
+    assert (16, 1) in gpu.ops.graphs.captured(decode=False)
 
 
 def test_prefill_graphs_replay_like_the_cpu(tiny_gguf, tokenizer_cache):

@@ -50,7 +50,7 @@ def assert_greedy_parity(path, tokenizer_cache):
     params = SamplingParams(max_tokens=STEPS, temperature=0, ignore_eos=True)
     ref = cpu.generate([ids], params)[0].token_ids
     assert gpu.generate([ids], params)[0].token_ids == ref
-    assert gpu.ops.graphs.buckets, "decode steps should have replayed a CUDA graph"
+    assert gpu.ops.graphs.captured(decode=True), "decode steps should have replayed a CUDA graph"
 
 
 @pytest.mark.parametrize("arch", ARCHS)

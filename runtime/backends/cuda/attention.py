@@ -27,7 +27,8 @@ def attention(ops, qkv, kv, layer: int, fb: CUDABatch, rope, p: AttentionParams)
     mods = ops.attention_kernels(D, Hq // Hkv)
     k_cache, v_cache = kv[layer, 0], kv[layer, 1]
     T = fb.num_tokens
-    out = ops.alloc((T, Hq * D), np.float32)
+    # a padded prefill (graph bucket) has rows no tile writes: zeros, not NaN, flow on from them
+    out = ops.alloc((T, Hq * D), np.float32, zero=not fb.is_decode and T > len(fb.host.input_ids))
     common = (rope.cos, rope.sin, p.q_norm, p.k_norm, np.float32(p.norm_eps), np.int32(p.interleaved))
     if fb.is_decode:
         S = splits(ops, T, Hkv)

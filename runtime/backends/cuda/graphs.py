@@ -101,23 +101,27 @@ class StepGraphs:
         if bucket.graph is not None:
             bucket.graph.replay()
             return bucket.logits, bucket.stats
-        self.buckets[key] = bucket
-        try:
+        try:        # any other failure (out of memory) leaves no bucket: the next step starts afresh
             self._capture(bucket, forward, kv)
         except CaptureError as e:       # e.g. cuBLAS refusing capture
+            bucket.fallback = str(e)
             if not batch.is_decode:     # this step's result came from the eager pass; later ones run eagerly
                 log.warning("prefill bucket %s: %s; prefills of this size run eagerly", key, e)
-                bucket.fallback = str(e)
+                self.buckets[key] = bucket
                 return bucket.logits, bucket.stats
             log.warning("decode bucket %d: %s; capturing it with matvec.cu only", seqs, e)
-            bucket.fallback = str(e)
             keep, ops.matvec_max_tokens = ops.matvec_max_tokens, max(ops.matvec_max_tokens, seqs)
             try:
                 bucket.arena = Arena(dev.xp)
                 self._capture(bucket, forward, kv)
             finally:
                 ops.matvec_max_tokens = keep
+        self.buckets[key] = bucket
         return bucket.logits, bucket.stats
+
+    def captured(self, decode: bool) -> list[tuple[int, int]]:
+        """Keys of the buckets that replay a graph: decode (tokens = sequences) or prefill."""
+        return [k for k, b in self.buckets.items() if b.graph is not None and (k[0] == k[1]) == decode]
 
     def _capture(self, bucket: Bucket, forward, kv) -> None:
         """An eager pass (this step's result) recording its buffers, then the capture."""

@@ -44,6 +44,7 @@ class RopeTables:
 class CUDAOps:
     name = "cuda"
     overlaps_steps = True       # token ids -(j + 1) read row j of the last sampling step (dequant.cu)
+    feed_rows = FEED_ROWS       # ... for steps of up to this many sampled rows
 
     def __init__(self, kv_dtype: str = "float16", gemm_dtype: str = "float16",
                  matvec_max_tokens: int = 8, matmul_max_tokens: int = 32, graphs: bool = True,
