@@ -27,6 +27,13 @@ def ops():
     return ops
 
 
+def cpu_and_emulated(path, tokenizer_cache):
+    """The CPU reference engine and an emulated CUDA engine computing in f32, on one model."""
+    config = EngineConfig(model=path, backend="cpu", kv_cache_mb=16, tokenizer_cache=tokenizer_cache)
+    return LLMEngine(config), LLMEngine(
+        config, ops=CUDAOps(device=emulator.EmuDevice(), kv_dtype="float32", gemm_dtype="float32"))
+
+
 def assert_ok(results):
     bad = [r for r in results if not r.ok]
     assert results and not bad, bad[:5]
@@ -52,9 +59,7 @@ def test_sampler_matches_cpu(ops):
 
 def test_engine_greedy_matches_cpu_through_decode_graphs(tiny_gguf, tokenizer_cache):
     path = tiny_gguf("qwen3", Q.Q8_0)
-    config = EngineConfig(model=path, backend="cpu", kv_cache_mb=16, tokenizer_cache=tokenizer_cache)
-    cpu = LLMEngine(config)
-    gpu = LLMEngine(config, ops=CUDAOps(device=emulator.EmuDevice(), kv_dtype="float32", gemm_dtype="float32"))
+    cpu, gpu = cpu_and_emulated(path, tokenizer_cache)
     ids = cpu.tokenizer.encode("What is 2+2? The quick brown fox")
     params = SamplingParams(max_tokens=12, temperature=0, ignore_eos=True)
     assert gpu.generate([ids], params)[0].token_ids == cpu.generate([ids], params)[0].token_ids
@@ -155,9 +160,7 @@ def test_a_failed_capture_leaves_no_bucket_behind(tiny_gguf, tokenizer_cache, mo
     """Out of memory halfway through recording a graph's buffers fails that step; the next
     step of the same shape records and captures afresh (not on top of the partial arena)."""
     path = tiny_gguf("qwen3", Q.Q8_0)
-    config = EngineConfig(model=path, backend="cpu", kv_cache_mb=16, tokenizer_cache=tokenizer_cache)
-    cpu = LLMEngine(config)
-    gpu = LLMEngine(config, ops=CUDAOps(device=emulator.EmuDevice(), kv_dtype="float32", gemm_dtype="float32"))
+    cpu, gpu = cpu_and_emulated(path, tokenizer_cache)
     ids = cpu.tokenizer.encode("The quick brown fox jumps")
     params = SamplingParams(max_tokens=4, temperature=0, ignore_eos=True)
     takes, take = [], Arena.take
@@ -184,10 +187,8 @@ def test_prefill_graphs_replay_like_the_cpu(tiny_gguf, tokenizer_cache):
     positions, tiles, padding and sampled row than captured. qwen2's q/k/v biases at f32 go
     through cuBLAS and epilogue.cu inside the graph. Every greedy token equals the CPU's."""
     path = tiny_gguf("qwen2", Q.Q8_0)
-    config = EngineConfig(model=path, backend="cpu", kv_cache_mb=16, tokenizer_cache=tokenizer_cache)
-    cpu = LLMEngine(config)
-    ops = CUDAOps(device=emulator.EmuDevice(), kv_dtype="float32", gemm_dtype="float32")
-    gpu = LLMEngine(config, ops=ops)
+    cpu, gpu = cpu_and_emulated(path, tokenizer_cache)
+    ops = gpu.ops
     base = cpu.tokenizer.encode("Count the apples and the pears in the basket, then add three more. " * 3)
     params = SamplingParams(max_tokens=3, temperature=0, ignore_eos=True)
     replays = {}
