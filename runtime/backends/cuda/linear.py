@@ -65,6 +65,8 @@ NORMED_TC_BLOCKS_PER_SM = 3  # the same for matvec_tc.cu's blocks of 8 warps (24
 NORM_ONCE_ROWS = 65536      # from this many outputs (the lm_head) the norm runs once, not in every block
 MV_WARPS_PER_SM = 32        # resident warps an SM matvec.cu's split aims at (64 registers a thread)
 MV_SPLIT = None             # warps a row team, forced (check.py); None: mv_split's choice
+MV_UNROLL = 2               # matvec.cu at one token: 16-byte chunks of each row a lane loads before decoding
+MV_CHAINS = 2               # ... and independent FMA chains a row (1 or 2)
 # Columns a 16-byte chunk of each format decodes to (quant.cuh's QK / C): a row has K / this chunks.
 CHUNK_COLS = {0: 4, 1: 8, 30: 8, 2: 32, 3: 32, 6: 32, 7: 32, 8: 16, 12: 32, 13: 32, 14: 32}
 
@@ -139,7 +141,7 @@ def matvec(ops, x, w: QuantLinear, bias, act):
                   x.sum_out if x.b is not None else None)
     else:
         inputs = (x, np.int32(K), np.int32(T), None, None, None, np.float32(0), None)
-    getattr(ops.dev.kernels("matvec", QTYPES=qtype_mask(w)), f"matvec_t{tk}")(grid, (32 * warps,), (
+    getattr(ops.dev.kernels("matvec", QTYPES=qtype_mask(w), MV_UNROLL=MV_UNROLL, MV_CHAINS=MV_CHAINS), f"matvec_t{tk}")(grid, (32 * warps,), (
         w.table, np.int32(len(w.segments)), np.int32(K), np.int32(n_out), np.int32(mode), np.int32(split), *inputs,
         bias, out, np.int32(n_out)), smem)
     return out

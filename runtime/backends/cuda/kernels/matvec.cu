@@ -24,14 +24,23 @@
 #include "quant.cuh"
 #include "norm.cuh"
 
+#ifndef MV_UNROLL
+#define MV_UNROLL 2     // chunks a lane loads before it decodes them, at T = 1 (linear.py)
+#endif
+#ifndef MV_CHAINS
+#define MV_CHAINS 2     // independent sums a row in dot_run (1 or 2)
+#endif
+
 
 // acc[r] += row r's run `run` of a chunk . x[0 .. RL): through Split where the format has one.
 template <class FMT, int R>
 __device__ __forceinline__ void dot_run(const State* st, int run, const float* x, float* acc) {
   if constexpr (Split<FMT>::ok) {
-    float sq[R], sx = 0.0f;
+    // MV_CHAINS independent FMA chains a row (quads i / 4 mod MV_CHAINS): one chain of RL
+    // dependent FMAs leaves a warp waiting on the FMA latency between its issues.
+    float sq[R][2], sx = 0.0f;
 #pragma unroll
-    for (int r = 0; r < R; r++) sq[r] = 0.0f;
+    for (int r = 0; r < R; r++) sq[r][0] = sq[r][1] = 0.0f;
 #pragma unroll
     for (int i = 0; i < FMT::RL; i += 4) {
       const float4 xv = *reinterpret_cast<const float4*>(x + i);
@@ -39,12 +48,13 @@ __device__ __forceinline__ void dot_run(const State* st, int run, const float* x
 #pragma unroll
       for (int r = 0; r < R; r++) {
         const float4 q = Split<FMT>::q4(st[r], run, i);
-        sq[r] = fmaf(q.x, xv.x, fmaf(q.y, xv.y, fmaf(q.z, xv.z, fmaf(q.w, xv.w, sq[r]))));
+        float& s = sq[r][(i / 4) % MV_CHAINS];
+        s = fmaf(q.x, xv.x, fmaf(q.y, xv.y, fmaf(q.z, xv.z, fmaf(q.w, xv.w, s))));
       }
     }
 #pragma unroll
     for (int r = 0; r < R; r++) {
-      acc[r] = fmaf(Split<FMT>::d(st[r], run), sq[r], acc[r]);
+      acc[r] = fmaf(Split<FMT>::d(st[r], run), sq[r][0] + sq[r][1], acc[r]);
       if (Split<FMT>::has_n) acc[r] = fmaf(Split<FMT>::n(st[r], run), sx, acc[r]);
     }
   } else {
@@ -64,21 +74,35 @@ __device__ __forceinline__ void dot_run(const State* st, int run, const float* x
 template <class FMT, int T>
 __device__ __forceinline__ void dot_rows(const u8* const* q, const u8* const* s, int nchunks, int first,
                                          int stride, const float* const* xr, float (*acc)[T]) {
-  for (int idx = first; idx < nchunks; idx += stride) {
-    const int ib = idx / FMT::C, c = idx % FMT::C;
-    State st[2];
-    int col[2];
-    FMT::load(q[0], s[0], ib, c, st[0], col);
-    FMT::load(q[1], s[1], ib, c, st[1], col);
-    if constexpr (T == 1) {
+  if constexpr (T == 1) {
+    // MV_UNROLL chunks of both rows loaded before any is decoded: one memory round trip
+    // for them, not one each (a lane past the end re-reads the last chunk and skips it).
+    for (int idx0 = first; idx0 < nchunks; idx0 += MV_UNROLL * stride) {
+      State st[MV_UNROLL][2];
+      int col[MV_UNROLL][2];
 #pragma unroll
-      for (int run = 0; run < FMT::NR; run++) {
-        float a[2] = {acc[0][0], acc[1][0]};
-        dot_run<FMT, 2>(st, run, xr[0] + col[run], a);
-        acc[0][0] = a[0];
-        acc[1][0] = a[1];
+      for (int u = 0; u < MV_UNROLL; u++) {
+        const int idx = min(idx0 + u * stride, nchunks - 1), ib = idx / FMT::C, c = idx % FMT::C;
+        FMT::load(q[0], s[0], ib, c, st[u][0], col[u]);
+        FMT::load(q[1], s[1], ib, c, st[u][1], col[u]);
       }
-    } else {
+      float a[2] = {acc[0][0], acc[1][0]};
+#pragma unroll
+      for (int u = 0; u < MV_UNROLL; u++) {
+        if (idx0 + u * stride >= nchunks) break;
+#pragma unroll
+        for (int run = 0; run < FMT::NR; run++) dot_run<FMT, 2>(st[u], run, xr[0] + col[u][run], a);
+      }
+      acc[0][0] = a[0];
+      acc[1][0] = a[1];
+    }
+  } else {
+    for (int idx = first; idx < nchunks; idx += stride) {
+      const int ib = idx / FMT::C, c = idx % FMT::C;
+      State st[2];
+      int col[2];
+      FMT::load(q[0], s[0], ib, c, st[0], col);
+      FMT::load(q[1], s[1], ib, c, st[1], col);
 #pragma unroll
       for (int run = 0; run < FMT::NR; run++) {
 #pragma unroll
