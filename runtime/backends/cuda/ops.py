@@ -94,7 +94,8 @@ class CUDAOps:
         defines = {"HEAD_DIM": head_dim, "KV_T": self.kv_ctype}
         mods = {f: self.dev.kernels(f, **defines) for f in ("attention_prefill", "rope_kv")}
         mods["attention_decode"] = self.dev.kernels(
-            "attention_decode", MAX_GROUP=1 << (group - 1).bit_length(), **defines)
+            "attention_decode", MAX_GROUP=1 << (group - 1).bit_length(),
+            MIN_SPLIT_POSITIONS=attn.MIN_SPLIT_POSITIONS, **defines)
         return mods
 
     # ---- weights, once at load -----------------------------------------------------

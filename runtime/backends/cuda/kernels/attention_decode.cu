@@ -5,15 +5,21 @@
 //     q_j          = rope(norm(qkv[b, q_{gG+j}]), pos) * scale
 //     cache[slot[b], g] = (rope(norm(qkv[b, k_g]), pos), qkv[b, v_g])       (split owning pos)
 //     out[b, gG+j] = softmax_p(q_j . K[p]) V      over p < L, through the block table
-// Grid (S, Hkv, B). Split s covers ceil(blocks / S) whole KV blocks; with S > 1 it writes its
-// (max, sum, unnormalised output) to part_* and the last split of (b, g) to finish (atomic
-// counter, reset for the next step, so the kernel replays inside a CUDA graph) combines them.
+// Grid (S, Hkv, B). A sequence uses Se <= S splits, each of at least MIN_SPLIT_POSITIONS
+// positions (the graph of a decode step is captured once for every context length: short
+// contexts leave the rest of the grid idle rather than pay more partials to combine). Split s
+// covers ceil(blocks / Se) whole KV blocks; with Se > 1 it writes its (max, sum, unnormalised
+// output) to part_* and the last split of (b, g) to finish (a release/acquire counter, reset
+// for the next step, so the kernel replays inside a CUDA graph) combines them.
 // Reference: cpu.py CPUOps.attention. Compile: nvcc -arch=sm_90 -cubin -I. -DHEAD_DIM=128
 // -DKV_T=__half attention_decode.cu. Napkin math: a token at L = 384 reads 2 * 384 * 8 * 128
 // * 2 B = 1.5 MB of cache per layer (f16), 3% of a 1.7B Q4_K_M layer's weights.
 #include "rope.cuh"
 
 #define AD_THREADS 128
+#ifndef MIN_SPLIT_POSITIONS
+#define MIN_SPLIT_POSITIONS 48  // attention.py's: 0 runs every split of the grid
+#endif
 #ifndef MAX_GROUP
 #define MAX_GROUP 16    // query heads a KV head, rounded up to a power of two (attention.py)
 #endif
@@ -44,7 +50,11 @@ extern "C" __global__ void __launch_bounds__(AD_THREADS) attention_decode(
   const int G = Hq / Hkv, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int L = ctx_lens[b], pos = L - 1;
   const int* table = tables + (i64)b * table_stride[0];
-  const int per = ((L + block_size - 1) / block_size + S - 1) / S;
+  const int nblk = (L + block_size - 1) / block_size;
+  const int min_blocks = (MIN_SPLIT_POSITIONS + block_size - 1) / block_size;
+  const int Se = min_blocks > 0 ? min(S, max(1, nblk / min_blocks)) : S;
+  if (s >= Se) return;        // an idle split of a short context (it reads and writes nothing)
+  const int per = (nblk + Se - 1) / Se;
   const int start = min(L, s * per * block_size), end = min(L, (s + 1) * per * block_size);
   {                           // this block's first tile of cached K/V rows: before the wait
     const int p = start + tid;  // (the new token's slot is written below, after it)
@@ -199,44 +209,44 @@ extern "C" __global__ void __launch_bounds__(AD_THREADS) attention_decode(
       float v = 0.0f;
 #pragma unroll
       for (int w = 0; w < NW; w++) v += red[(w * HR + e / D) * D + d];
-      if (S == 1) out[(head0 + j) * D + d] = v / l_run[j];
+      if (Se == 1) out[(head0 + j) * D + d] = v / l_run[j];
       else part_acc[((head0 + j) * S + s) * D + d] = v;
     }
   }
-  if (S == 1) return;
+  if (Se == 1) return;
 
   if (tid < G) {
     part_ml[((head0 + tid) * S + s) * 2] = m_run[tid];
     part_ml[((head0 + tid) * S + s) * 2 + 1] = l_run[tid];
   }
-  __threadfence();
+  // The barrier orders the block's partials before thread 0's release; its acquire (and the
+  // barrier after it) orders the last block's reads of every split's partials after them.
   __syncthreads();
-  if (tid == 0) is_last = atomicAdd(&counters[b * Hkv + g], 1) == S - 1;
+  if (tid == 0) is_last = atomic_add_acq_rel(&counters[b * Hkv + g], 1) == Se - 1;
   __syncthreads();
   if (!is_last) return;
-  __threadfence();
   // Combine: each head's split weights once (a warp, lane k = split k, S <= 32), then every
   // output reads its S partial accumulators with independent loads.
   __shared__ float w_split[MAX_GROUP][32], inv_l[MAX_GROUP];
   for (int j = warp; j < G; j += AD_THREADS / 32) {
     const float* ml = part_ml + (head0 + j) * S * 2;
-    const float m = lane < S ? ldcg(ml + 2 * lane) : NEG_INF;
-    const float l = lane < S ? ldcg(ml + 2 * lane + 1) : 0.0f;
+    const float m = lane < Se ? ldcg(ml + 2 * lane) : NEG_INF;
+    const float l = lane < Se ? ldcg(ml + 2 * lane + 1) : 0.0f;
     const float m_max = warp_max(m);                               // every lane shuffles
-    const float w = lane < S ? expf(m - m_max) : 0.0f;             // empty split: m = -inf, w = 0
+    const float w = lane < Se ? expf(m - m_max) : 0.0f;            // empty split: m = -inf, w = 0
     const float lsum = warp_sum(w * l);
     w_split[j][lane] = w;
     if (lane == 0) inv_l[j] = 1.0f / lsum;
   }
   __syncthreads();
-  // All 32 loads of an output issued at once (a split past S re-reads split S - 1 and
+  // All 32 loads of an output issued at once (a split past Se re-reads split Se - 1 and
   // weighs 0): the loop of 8 at a time was S / 8 dependent L2 round trips.
   for (int e = tid; e < G * D; e += AD_THREADS) {
     const int j = e / D, d = e % D;
     const float* pa = part_acc + (head0 + j) * S * D + d;
     float v[32];
 #pragma unroll
-    for (int k = 0; k < 32; k++) v[k] = ldcg(pa + (i64)min(k, S - 1) * D);
+    for (int k = 0; k < 32; k++) v[k] = ldcg(pa + (i64)min(k, Se - 1) * D);
     float o = 0.0f;
 #pragma unroll
     for (int k = 0; k < 32; k++) o += w_split[j][k] * v[k];

@@ -102,6 +102,19 @@ __device__ __forceinline__ float block_max(float v, float* red) {
   return warp_max(v);
 }
 
+// atomicAdd with acquire-release semantics at GPU scope: after a __syncthreads(), thread 0's
+// add publishes the block's earlier writes and sees those of the blocks that added before it
+// (the split-K "last block combines" handshake, without a full __threadfence()).
+__device__ __forceinline__ int atomic_add_acq_rel(int* p, int v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700 && !defined(EMULATOR)
+  int old;
+  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
+#else
+  return atomicAdd(p, v);
+#endif
+}
+
 // A load that skips L1 (data another block of this grid wrote: split-K partials).
 template <class T> __device__ __forceinline__ T ldcg(const T* p) {
 #ifdef EMULATOR
