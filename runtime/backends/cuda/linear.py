@@ -63,10 +63,15 @@ MV_WARPS = {1: 4, 2: 8, 4: 8, 8: 8}  # matvec.cu's matvec_t<T>: warps a block, 1
 NORMED_BLOCKS_PER_SM = {1: 6, 2: 2, 4: 2, 8: 2}
 NORMED_TC_BLOCKS_PER_SM = 3  # the same for matvec_tc.cu's blocks of 8 warps (24 warps an SM)
 NORM_ONCE_ROWS = 65536      # from this many outputs (the lm_head) the norm runs once, not in every block
-MV_WARPS_PER_SM = 32        # resident warps an SM matvec.cu's split aims at (64 registers a thread)
+# Resident warps an SM that matvec.cu's split aims at. Formats of 32 columns a 16-byte chunk
+# (K-quants, Q4_*, Q5_*): 24, the 6 blocks of 4 warps that fit at matvec_t1's 79 registers, so a
+# launch is one wave (H100, 8490ff0 probe: 1.7B Q4_K_M step 1.541 -> 1.406 ms, 0.6B 0.940 -> 0.895
+# against 32). Q8_0 and float rows have 2-8x the chunks, and their steps were faster at 32
+# (1.7B Q8_0 1.588 against 1.700 ms at 24), each warp walking less of a row.
+MV_WARPS_PER_SM = {32: 24}
+MV_WARPS_PER_SM_OTHER = 32
 MV_SPLIT = None             # warps a row team, forced (check.py); None: mv_split's choice
 MV_UNROLL = 2               # matvec.cu at one token: 16-byte chunks of each row a lane loads before decoding
-MV_CHAINS = 2               # ... and independent FMA chains a row (1 or 2)
 # Columns a 16-byte chunk of each format decodes to (quant.cuh's QK / C): a row has K / this chunks.
 CHUNK_COLS = {0: 4, 1: 8, 30: 8, 2: 32, 3: 32, 6: 32, 7: 32, 8: 16, 12: 32, 13: 32, 14: 32}
 
@@ -78,10 +83,11 @@ def mv_split(ops, warps: int, K: int, w: QuantLinear, teams: int) -> int:
     times the warps, each walking 1/2-1/4 of the row."""
     if MV_SPLIT is not None:
         return MV_SPLIT
-    chunks = min(K // CHUNK_COLS[int(q)] for q in w.qtypes)
+    cols = min(CHUNK_COLS[int(q)] for q in w.qtypes)
+    chunks, per_sm = K // cols, MV_WARPS_PER_SM.get(cols, MV_WARPS_PER_SM_OTHER)
     split = 1
     while (2 * split <= warps and 16 * 2 * split <= chunks
-           and teams * 2 * split <= MV_WARPS_PER_SM * ops.dev.sm_count):
+           and teams * 2 * split <= per_sm * ops.dev.sm_count):
         split *= 2
     return split
 
@@ -141,7 +147,7 @@ def matvec(ops, x, w: QuantLinear, bias, act):
                   x.sum_out if x.b is not None else None)
     else:
         inputs = (x, np.int32(K), np.int32(T), None, None, None, np.float32(0), None)
-    getattr(ops.dev.kernels("matvec", QTYPES=qtype_mask(w), MV_UNROLL=MV_UNROLL, MV_CHAINS=MV_CHAINS), f"matvec_t{tk}")(grid, (32 * warps,), (
+    getattr(ops.dev.kernels("matvec", QTYPES=qtype_mask(w), MV_UNROLL=MV_UNROLL), f"matvec_t{tk}")(grid, (32 * warps,), (
         w.table, np.int32(len(w.segments)), np.int32(K), np.int32(n_out), np.int32(mode), np.int32(split), *inputs,
         bias, out, np.int32(n_out)), smem)
     return out

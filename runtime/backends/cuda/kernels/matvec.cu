@@ -27,20 +27,15 @@
 #ifndef MV_UNROLL
 #define MV_UNROLL 2     // chunks a lane loads before it decodes them, at T = 1 (linear.py)
 #endif
-#ifndef MV_CHAINS
-#define MV_CHAINS 2     // independent sums a row in dot_run (1 or 2)
-#endif
 
 
 // acc[r] += row r's run `run` of a chunk . x[0 .. RL): through Split where the format has one.
 template <class FMT, int R>
 __device__ __forceinline__ void dot_run(const State* st, int run, const float* x, float* acc) {
   if constexpr (Split<FMT>::ok) {
-    // MV_CHAINS independent FMA chains a row (quads i / 4 mod MV_CHAINS): one chain of RL
-    // dependent FMAs leaves a warp waiting on the FMA latency between its issues.
-    float sq[R][2], sx = 0.0f;
+    float sq[R], sx = 0.0f;
 #pragma unroll
-    for (int r = 0; r < R; r++) sq[r][0] = sq[r][1] = 0.0f;
+    for (int r = 0; r < R; r++) sq[r] = 0.0f;
 #pragma unroll
     for (int i = 0; i < FMT::RL; i += 4) {
       const float4 xv = *reinterpret_cast<const float4*>(x + i);
@@ -48,13 +43,12 @@ __device__ __forceinline__ void dot_run(const State* st, int run, const float* x
 #pragma unroll
       for (int r = 0; r < R; r++) {
         const float4 q = Split<FMT>::q4(st[r], run, i);
-        float& s = sq[r][(i / 4) % MV_CHAINS];
-        s = fmaf(q.x, xv.x, fmaf(q.y, xv.y, fmaf(q.z, xv.z, fmaf(q.w, xv.w, s))));
+        sq[r] = fmaf(q.x, xv.x, fmaf(q.y, xv.y, fmaf(q.z, xv.z, fmaf(q.w, xv.w, sq[r]))));
       }
     }
 #pragma unroll
     for (int r = 0; r < R; r++) {
-      acc[r] = fmaf(Split<FMT>::d(st[r], run), sq[r][0] + sq[r][1], acc[r]);
+      acc[r] = fmaf(Split<FMT>::d(st[r], run), sq[r], acc[r]);
       if (Split<FMT>::has_n) acc[r] = fmaf(Split<FMT>::n(st[r], run), sx, acc[r]);
     }
   } else {
