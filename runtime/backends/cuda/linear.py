@@ -63,11 +63,11 @@ MV_WARPS = {1: 4, 2: 8, 4: 8, 8: 8}  # matvec.cu's matvec_t<T>: warps a block, 1
 NORMED_BLOCKS_PER_SM = {1: 6, 2: 2, 4: 2, 8: 2}
 NORMED_TC_BLOCKS_PER_SM = 3  # the same for matvec_tc.cu's blocks of 8 warps (24 warps an SM)
 NORM_ONCE_ROWS = 65536      # from this many outputs (the lm_head) the norm runs once, not in every block
-# Resident warps an SM that matvec.cu's split aims at. Formats of 32 columns a 16-byte chunk
-# (K-quants, Q4_*, Q5_*): 24, the 6 blocks of 4 warps that fit at matvec_t1's 79 registers, so a
-# launch is one wave (H100, 8490ff0 probe: 1.7B Q4_K_M step 1.541 -> 1.406 ms, 0.6B 0.940 -> 0.895
-# against 32). Q8_0 and float rows have 2-8x the chunks, and their steps were faster at 32
-# (1.7B Q8_0 1.588 against 1.700 ms at 24), each warp walking less of a row.
+# Resident warps an SM that matvec.cu's split aims at. At one token, formats of 32 columns a
+# 16-byte chunk (K-quants, Q4_*, Q5_*): 24, the 6 blocks of 4 warps that fit at matvec_t1's 79
+# registers, so a launch is one wave (H100, 8490ff0 probe: 1.7B Q4_K_M step 1.541 -> 1.406 ms,
+# 0.6B 0.940 -> 0.895 against 32). Q8_0 and float rows have 2-8x the chunks, and their steps were
+# faster at 32 (1.7B Q8_0 1.588 against 1.700 ms at 24), each warp walking less of a row.
 MV_WARPS_PER_SM = {32: 24}
 MV_WARPS_PER_SM_OTHER = 32
 MV_SPLIT = None             # warps a row team, forced (check.py); None: mv_split's choice
@@ -76,15 +76,16 @@ MV_UNROLL = 2               # matvec.cu at one token: 16-byte chunks of each row
 CHUNK_COLS = {0: 4, 1: 8, 30: 8, 2: 32, 3: 32, 6: 32, 7: 32, 8: 16, 12: 32, 13: 32, 14: 32}
 
 
-def mv_split(ops, warps: int, K: int, w: QuantLinear, teams: int) -> int:
+def mv_split(ops, warps: int, K: int, w: QuantLinear, teams: int, tokens: int) -> int:
     """Warps that share a weight row pair in matvec.cu (a power of two up to the block's warps):
     doubled while the launch stays within MV_WARPS_PER_SM and each warp keeps at least 16
     chunks a row, so narrow weights with long rows (o_proj, down: 1,024 row pairs) run 2-4
     times the warps, each walking 1/2-1/4 of the row."""
     if MV_SPLIT is not None:
         return MV_SPLIT
-    cols = min(CHUNK_COLS[int(q)] for q in w.qtypes)
-    chunks, per_sm = K // cols, MV_WARPS_PER_SM.get(cols, MV_WARPS_PER_SM_OTHER)
+    cols = [CHUNK_COLS[int(q)] for q in w.qtypes]
+    chunks = K // max(cols)
+    per_sm = MV_WARPS_PER_SM.get(min(cols), MV_WARPS_PER_SM_OTHER) if tokens == 1 else MV_WARPS_PER_SM_OTHER
     split = 1
     while (2 * split <= warps and 16 * 2 * split <= chunks
            and teams * 2 * split <= per_sm * ops.dev.sm_count):
@@ -136,7 +137,7 @@ def matvec(ops, x, w: QuantLinear, bias, act):
     out = ops.alloc((T, n_out), np.float32)
     warps = MV_WARPS[tk]
     teams = (n_out + (0 if mode else 1)) // (1 if mode else 2)      # row pairs, or gate/up pairs
-    split = mv_split(ops, warps, K, w, teams)
+    split = mv_split(ops, warps, K, w, teams, tk)
     per_block = warps // split * (1 if mode else 2)
     groups = (n_out + per_block - 1) // per_block
     if isinstance(x, Normed) and NORMED_BLOCKS_PER_SM[tk]:   # each block norms x again

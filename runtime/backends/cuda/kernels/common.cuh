@@ -108,7 +108,7 @@ __device__ __forceinline__ float block_max(float v, float* red) {
 __device__ __forceinline__ int atomic_add_acq_rel(int* p, int v) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700 && !defined(EMULATOR)
   int old;
-  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  asm volatile("atom.acq_rel.gpu.add.s32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
   return old;
 #else
   return atomicAdd(p, v);

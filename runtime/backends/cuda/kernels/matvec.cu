@@ -27,6 +27,7 @@
 #ifndef MV_UNROLL
 #define MV_UNROLL 2     // chunks a lane loads before it decodes them, at T = 1 (linear.py)
 #endif
+static_assert(MV_UNROLL >= 1, "MV_UNROLL: chunks a lane loads a round, at least 1");
 
 
 // acc[r] += row r's run `run` of a chunk . x[0 .. RL): through Split where the format has one.
