@@ -1,5 +1,6 @@
 """Attention over the paged KV cache: one fused kernel for decode steps (q/k norm, RoPE,
-the cache write and split-K flash-decoding), rope_kv + a tiled causal kernel otherwise.
+the cache write and split-K flash-decoding), rope_kv + a tiled causal kernel otherwise (on the
+tensor cores for an f16 cache).
 
 KV cache: [layers, 2, (blocks + 1) * block_size, Hkv, D] in f16, bf16 (stored as u16) or
 f32; the extra block takes the writes of padded rows in graph buckets.
@@ -19,6 +20,24 @@ KV_TYPES = {"float16": ("__half", np.float16), "bfloat16": ("__nv_bfloat16", np.
 # the grid has (H100, L = 384: 8 splits a step 1-2% faster than 32; at L = 4096, 32 splits are
 # 1.7x faster than 8). 0: every split of the grid runs.
 MIN_SPLIT_POSITIONS = 48
+
+
+PREFILL_TC = True          # False: the f32 prefill kernel for every cache (timing.py's comparison)
+
+
+def prefill_kernel(kv_ctype: str, head_dim: int) -> str:
+    """attention_prefill_tc.cu (tensor cores, f16 products) for an f16 cache and head sizes of
+    32 to 128 in steps of 32; attention_prefill.cu (f32 on CUDA cores) otherwise, which keeps a
+    bf16 or f32 cache's precision."""
+    tc = PREFILL_TC and kv_ctype == "__half" and head_dim % 32 == 0 and head_dim <= 128
+    return "attention_prefill_tc" if tc else "attention_prefill"
+
+
+def tile_queries(kv_ctype: str, head_dim: int, group: int) -> int:
+    """Queries a prefill tile (batch.prefill_tiles): the kernel's (query, head) rows, 64 for the
+    tensor-core kernel and 32 for the f32 one, over the `group` query heads a KV head."""
+    rows = 64 if prefill_kernel(kv_ctype, head_dim) == "attention_prefill_tc" else 32
+    return max(1, rows // group)
 
 
 def splits(ops, num_seqs: int, n_kv_heads: int) -> int:
@@ -51,8 +70,9 @@ def attention(ops, qkv, kv, layer: int, fb: CUDABatch, rope, p: AttentionParams)
     q = ops.alloc((T, Hq * D), np.float32)
     mods["rope_kv"].rope_kv((T,), (128,), (
         qkv, np.int32(Hq), np.int32(Hkv), fb.positions, fb.slots, *common, q, k_cache, v_cache))
-    assert ops.group == Hq // Hkv, "the packed prefill tiles were made for another query-group size"
-    mods["attention_prefill"].attention_prefill((fb.num_tiles, Hkv), (128,), (
+    assert ops.tile_queries == tile_queries(ops.kv_ctype, D, Hq // Hkv), "prefill tiles packed for another kernel"
+    name = prefill_kernel(ops.kv_ctype, D)
+    getattr(mods[name], name)((fb.num_tiles, Hkv), (128,), (
         q, np.int32(Hq), np.int32(Hkv), fb.tiles, fb.tables, fb.stride, np.int32(fb.host.block_size),
         np.float32(p.scale), k_cache, v_cache, out))
     return out

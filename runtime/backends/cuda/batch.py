@@ -49,13 +49,13 @@ def layout(n: int, b: int, s: int, k: int, w: int) -> dict[str, tuple[int, int]]
     return out
 
 
-def pack(fb: ForwardBatch, group: int, pad_to: int = 0, trash: int = 0) -> tuple[np.ndarray, dict, int]:
+def pack(fb: ForwardBatch, tile_queries: int, pad_to: int = 0, trash: int = 0) -> tuple[np.ndarray, dict, int]:
     """fb as one int32 array. pad_to: a decode batch padded to that many sequences, or a
-    one-sequence prefill padded to that many tokens (graph buckets). group: query heads a KV
-    head, which sizes the prefill tiles."""
+    one-sequence prefill padded to that many tokens (graph buckets). tile_queries: queries a
+    prefill tile (attention.tile_queries)."""
     n, b, w = len(fb.input_ids), fb.num_seqs, fb.block_tables.shape[1]
     rows = fb.logits_indices
-    tiles = np.zeros((0, 4), np.int32) if fb.is_decode else prefill_tiles(fb, group)
+    tiles = np.zeros((0, 4), np.int32) if fb.is_decode else prefill_tiles(fb, tile_queries)
     k = len(tiles)
     if pad_to and fb.is_decode:
         assert pad_to >= b and len(rows) == b
@@ -63,7 +63,7 @@ def pack(fb: ForwardBatch, group: int, pad_to: int = 0, trash: int = 0) -> tuple
         rows = np.arange(pad_to, dtype=np.int32)
     elif pad_to:
         assert b == 1 and pad_to >= n
-        n, k = pad_to, max_tiles(pad_to, group)
+        n, k = pad_to, max_tiles(pad_to, tile_queries)
     where = layout(n, b, len(rows), k, w)
     buf = np.zeros(where["tables"][1], np.int32)
     buf[0] = w
@@ -88,15 +88,14 @@ def views(fb: ForwardBatch, dev_buf, where: dict, num_rows: int, is_decode: bool
                      v["slots"], v["ctx"], v["rows"], v["tiles"], size["tiles"] // 4, v["tables"])
 
 
-def max_tiles(tokens: int, group: int) -> int:
+def max_tiles(tokens: int, per: int) -> int:
     """Prefill tiles of one sequence's `tokens` queries (prefill_tiles)."""
-    return -(-tokens // max(1, 32 // group))
+    return -(-tokens // per)
 
 
-def prefill_tiles(fb: ForwardBatch, group: int) -> np.ndarray:
+def prefill_tiles(fb: ForwardBatch, per: int) -> np.ndarray:
     """[tiles, 4] int32 {sequence, first query row, queries, first query position} for
-    attention_prefill.cu: up to 32 // group queries a tile."""
-    per = max(1, 32 // group)
+    attention_prefill(_tc).cu: up to `per` queries a tile, in query order."""
     out = []
     for i in range(fb.num_seqs):
         q0, q1 = int(fb.query_starts[i]), int(fb.query_starts[i + 1])

@@ -294,10 +294,10 @@ def check_attention(ops: CUDAOps, rng, kv_dtype: str, Hq: int, Hkv: int, D: int,
     gpu_cache = np.zeros((1, 2, (nblocks + 1) * bs, Hkv, D), np.float32)
     gpu_cache[:, :, :nblocks * bs] = cache
     kv = dev.upload(kv_store(gpu_cache, kv_dtype))
-    ops.group = Hq // Hkv
-    host, where, nrows = pack(fb, ops.group)
-    cfb = views(fb, dev.upload(host), where, nrows, fb.is_decode)
     ops.kv_ctype = attn.KV_TYPES[kv_dtype][0]
+    ops.tile_queries = attn.tile_queries(ops.kv_ctype, D, Hq // Hkv)
+    host, where, nrows = pack(fb, ops.tile_queries)
+    cfb = views(fb, dev.upload(host), where, nrows, fb.is_decode)
     got = ops.attention(dev.upload(qkv), kv, 0, cfb, ops.rope_cache(cos, sin), AttentionParams(
         **params, q_norm=None if qn is None else dev.upload(qn), k_norm=None if kn is None else dev.upload(kn)))
     written = dev.to_host(kv)[:, :, fb.slot_mapping]
@@ -350,7 +350,9 @@ def run_checks(ops: CUDAOps, seed: int = 0) -> list[Result]:
     for kv_dtype in ("float16", "bfloat16", "float32"):
         for Hq, Hkv, D, norm, inter in ((4, 2, 16, False, False), (16, 8, 128, True, False),
                                         (14, 2, 64, False, True), (8, 8, 32, True, True)):
-            for seqs in ([(1, 1), (1, 37), (1, 300), (1, 2000)], [(5, 5), (17, 40), (1, 30)]):
+            # decode; a mixed step with a prompt continuing after 23 cached positions; prompts of
+            # several query tiles and key steps, one after 60 cached positions
+            for seqs in ([(1, 1), (1, 37), (1, 300), (1, 2000)], [(5, 5), (17, 40), (1, 30)], [(70, 70), (40, 100)]):
                 results += check_attention(ops, rng, kv_dtype, Hq, Hkv, D, norm, inter, seqs)
     return results
 

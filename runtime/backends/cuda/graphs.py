@@ -88,11 +88,11 @@ class StepGraphs:
     def run(self, forward, batch: ForwardBatch, kv, key: tuple[int, int]):
         ops, dev = self.ops, self.ops.dev
         tokens, seqs = key
-        host, where, rows = pack(batch, ops.group, pad_to=seqs if batch.is_decode else tokens,
+        host, where, rows = pack(batch, ops.tile_queries, pad_to=seqs if batch.is_decode else tokens,
                                  trash=ops.trash_block)
         bucket = self.buckets.get(key)
         if bucket is None:
-            tiles = 0 if batch.is_decode else max_tiles(tokens, ops.group)
+            tiles = 0 if batch.is_decode else max_tiles(tokens, ops.tile_queries)
             capacity = layout(tokens, seqs, rows, tiles, self.max_blocks)["tables"][1]
             dev_buf = dev.xp.zeros(capacity, np.int32)
             bucket = Bucket(key, dev_buf, views(batch, dev_buf, where, rows, batch.is_decode), Arena(dev.xp))

@@ -63,7 +63,7 @@ class CUDAOps:
         self.feed = self.xp.zeros(FEED_ROWS, np.int32)     # the last sampling step's ids
         self.graphs: StepGraphs | None = None
         self.trash_block = 0
-        self.group = 1              # query heads a KV head (kv_cache): sizes the prefill tiles
+        self.tile_queries = 1       # queries a prefill tile (kv_cache: attention.tile_queries)
         self._loaded: dict[tuple[str, ...], QuantLinear] = {}
         self._scratch = None
         self._arena = None
@@ -92,7 +92,7 @@ class CUDAOps:
         """The attention kernels for this head size and `group` query heads a KV head
         (attention_decode's per-head arrays are sized by its next power of two)."""
         defines = {"HEAD_DIM": head_dim, "KV_T": self.kv_ctype}
-        mods = {f: self.dev.kernels(f, **defines) for f in ("attention_prefill", "rope_kv")}
+        mods = {f: self.dev.kernels(f, **defines) for f in (attn.prefill_kernel(self.kv_ctype, head_dim), "rope_kv")}
         mods["attention_decode"] = self.dev.kernels(
             "attention_decode", MAX_GROUP=1 << (group - 1).bit_length(),
             MIN_SPLIT_POSITIONS=attn.MIN_SPLIT_POSITIONS, **defines)
@@ -119,7 +119,8 @@ class CUDAOps:
     def kv_cache(self, n_layers, num_blocks, block_size, n_kv_heads, head_dim, n_heads):
         self.dev.use()
         self.attention_kernels(head_dim, n_heads // n_kv_heads)   # compile (or load from CuPy's cache) now, not mid-request
-        self.trash_block, self.group = num_blocks, n_heads // n_kv_heads
+        self.trash_block = num_blocks
+        self.tile_queries = attn.tile_queries(self.kv_ctype, head_dim, n_heads // n_kv_heads)
         max_blocks = max(1, num_blocks)
         self.graphs = StepGraphs(self, max_blocks, self.max_graph_batch, self.max_prefill_graph) \
             if self.use_graphs else None
@@ -128,7 +129,7 @@ class CUDAOps:
     # ---- per step ------------------------------------------------------------------
     def prepare(self, batch: ForwardBatch) -> CUDABatch:
         self.dev.use()
-        host, where, rows = pack(batch, self.group)
+        host, where, rows = pack(batch, self.tile_queries)
         return views(batch, self.dev.upload(host), where, rows, batch.is_decode)
 
     def run_forward(self, forward, batch: ForwardBatch, kv) -> Logits:

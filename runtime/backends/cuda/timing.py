@@ -134,7 +134,7 @@ def report(ops) -> list[dict]:
         fb = ForwardBatch(np.zeros(B, np.int32), pos, (tables[:, -1] * bs + (L - 1) % bs).astype(np.int32),
                           np.arange(B + 1, dtype=np.int32), np.full(B, L, np.int32), tables,
                           np.arange(B, dtype=np.int32), bs)
-        host, where, nr = pack(fb, Hq // Hkv)
+        host, where, nr = pack(fb, 1)
         cfb = views(fb, dev.upload(host), where, nr, True)
         qkv = xp.asarray(rng.standard_normal((B, (Hq + 2 * Hkv) * D)).astype(np.float32))
         chosen = attn_mod.splits(ops, B, Hkv)
@@ -146,6 +146,27 @@ def report(ops) -> list[dict]:
                 attn_mod.splits = keep
             add(f"attention_decode B={B} L={L} S={S}{' (chosen)' if S == chosen else ''} (Hq 16, Hkv 8, D 128, f16)",
                 us, 2 * B * L * Hkv * D * 2)
+
+    for L in (128, 2048):           # one sequence's prompt: rope_kv + the causal kernel, both kernels
+        nblk = -(-L // bs)
+        kv = xp.asarray(rng.standard_normal((1, 2, (nblk + 1) * bs, Hkv, D)).astype(np.float16))
+        tables = np.arange(nblk, dtype=np.int32).reshape(1, nblk)
+        fb = ForwardBatch(np.zeros(L, np.int32), np.arange(L, dtype=np.int32), np.arange(L, dtype=np.int32),
+                          np.array([0, L], np.int32), np.array([L], np.int32), tables, np.array([L - 1], np.int32), bs)
+        qkv = xp.asarray(rng.standard_normal((L, (Hq + 2 * Hkv) * D)).astype(np.float32))
+        flops = 4 * Hq * D * L * (L + 1) / 2
+        keep_tc, keep_tiles = attn_mod.PREFILL_TC, getattr(ops, "tile_queries", None)
+        for tc in (False, True):
+            attn_mod.PREFILL_TC = tc
+            ops.tile_queries = attn_mod.tile_queries(ops.kv_ctype, D, Hq // Hkv)
+            host, where, nr = pack(fb, ops.tile_queries)
+            cfb = views(fb, dev.upload(host), where, nr, False)
+            try:
+                us = graph_us(ops, lambda i: ops.attention(qkv, kv, 0, cfb, rope, p), 1, 4)
+            finally:
+                attn_mod.PREFILL_TC, ops.tile_queries = keep_tc, keep_tiles
+            add(f"rope_kv + {attn_mod.prefill_kernel(ops.kv_ctype, D) if tc else 'attention_prefill'} T={L} "
+                f"({flops / us / 1e6:.0f} TFLOP/s; Hq 16, Hkv 8, D 128, f16)", us, 2 * L * Hkv * D * 2 + 8 * L * Hq * D)
 
     for R in (1, 64):
         logits = xp.asarray(rng.standard_normal((R, V)).astype(np.float32))

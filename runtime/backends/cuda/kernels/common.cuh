@@ -127,6 +127,12 @@ template <class T> __device__ __forceinline__ T ldcg(const T* p) {
 __device__ __forceinline__ float f16_to_f32(u16 h) { return __half2float(__ushort_as_half(h)); }
 __device__ __forceinline__ float bf16_to_f32(u16 h) { return __uint_as_float((u32)h << 16); }
 
+// Two floats as the halves of a u32 (a in the low half): an f16 pair of a tensor-core fragment.
+__device__ __forceinline__ u32 pack_half2(float a, float b) {
+  const __half2 h = __floats2half2_rn(a, b);
+  return *reinterpret_cast<const u32*>(&h);
+}
+
 // Storage type of the KV cache and of activations handed to cuBLAS.
 template <class T> __device__ __forceinline__ T from_f32(float v);
 template <> __device__ __forceinline__ float from_f32<float>(float v) { return v; }

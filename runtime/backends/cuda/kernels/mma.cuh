@@ -7,7 +7,9 @@
 //   d[0], d[1] = D[g][2t], D[g][2t+1]                     d[2], d[3] = D[g+8][2t], D[g+8][2t+1]
 // ldmatrix_x4 loads four 8x8 f16 matrices from shared memory in that layout: lane l gives the
 // address of row l % 8 of matrix l / 8 (16-byte aligned), and r[j] is the lane's piece of
-// matrix j: row lane / 4, columns 2 (lane % 4) and + 1.
+// matrix j: row lane / 4, columns 2 (lane % 4) and + 1. ldmatrix_x4_trans loads the same
+// matrices transposed: r[j] holds rows 2 (lane % 4) and + 1 of column lane / 4, the B fragment
+// of a matrix stored k-major (row = k), as attention's V tile is.
 // The emulator gathers the warp's fragments and computes the lane's four outputs in f32.
 #pragma once
 #include "common.cuh"
@@ -41,9 +43,25 @@ __device__ __forceinline__ void ldmatrix_x4(u32* r, const __half* row) {
   const int lane = emu::lane_id();
   for (int j = 0; j < 4; j++) r[j] = *reinterpret_cast<const u32*>(rows[8 * j + lane / 4] + 2 * (lane % 4));
 }
+
+__device__ __forceinline__ void ldmatrix_x4_trans(u32* r, const __half* row) {
+  const __half* rows[32];
+  emu::exchange(&row, rows, sizeof(row));
+  const int lane = emu::lane_id(), t = lane % 4, g = lane / 4;
+  for (int j = 0; j < 4; j++) {
+    const u16 lo = __half_as_ushort(rows[8 * j + 2 * t][g]), hi = __half_as_ushort(rows[8 * j + 2 * t + 1][g]);
+    r[j] = (u32)lo | ((u32)hi << 16);
+  }
+}
 #else
 __device__ __forceinline__ void ldmatrix_x4(u32* r, const __half* row) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"((u32)__cvta_generic_to_shared(row)));
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(u32* r, const __half* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"((u32)__cvta_generic_to_shared(row)));
 }

@@ -302,11 +302,6 @@ __device__ __forceinline__ void store_run(const State& st, int run, float* dst) 
   for (int i = 0; i < FMT::RL; i += 4) *reinterpret_cast<float4*>(dst + i) = FMT::get4(st, run, i);
 }
 
-__device__ __forceinline__ u32 pack_half2(float a, float b) {
-  const __half2 h = __floats2half2_rn(a, b);
-  return *reinterpret_cast<const u32*>(&h);
-}
-
 // f16 decode in half2 arithmetic for the common formats: a byte b < 1024 becomes the half
 // 1024 + b through one byte_perm into the mantissa of 0x6400, HSUB2 removes 1024 and the
 // format's offset exactly (small integers), and one HFMA2 / HMUL2 applies the run's scale
