@@ -24,18 +24,6 @@
 #define MAX_GROUP 16    // query heads a KV head, rounded up to a power of two (attention.py)
 #endif
 
-// sum_k w[k] partial[k] over the splits k < N of an output (stride D; k >= Se: weight 0).
-template <int N>
-__device__ __forceinline__ float split_sum(const float* pa, const float* w, int Se) {
-  float v[N];
-#pragma unroll
-  for (int k = 0; k < N; k++) v[k] = ldcg(pa + (i64)min(k, Se - 1) * HEAD_DIM);
-  float o = 0.0f;
-#pragma unroll
-  for (int k = 0; k < N; k++) o += w[k] * v[k];
-  return o;
-}
-
 extern "C" __global__ void __launch_bounds__(AD_THREADS) attention_decode(
     const float* qkv, int Hq, int Hkv, const int* ctx_lens, const int* slots, const int* tables,
     const int* table_stride, int block_size, const float* cos_t, const float* sin_t,
@@ -46,15 +34,7 @@ extern "C" __global__ void __launch_bounds__(AD_THREADS) attention_decode(
   // the block reads NG rows at once and a thread sums every NG-th position of a tile.
   constexpr int DL = D >= 128 ? D / 32 : 4;
   constexpr int LPR = D / DL, NG = (AD_THREADS / 32) * (32 / LPR);
-  // Q.K: KL lanes a position, DK dims each, so a warp takes KPW positions a round and the block
-  // KPB; the 16-byte loads of KR rounds (NP a lane a round) are issued before any is used and
-  // decoded as used (raw, so they cost few registers). (A thread a position, as before,
-  // left a 48-position split to 2 warps each running a 128-long FMA chain: the kernel is
-  // latency-bound, its time the instructions of its busiest warp times ~9 cycles.)
-  constexpr int KL = D / 8 < 8 ? D / 8 : 8, DK = D / KL, KPW = 32 / KL, KPB = KPW * (AD_THREADS / 32);
-  constexpr int EPP = 16 / sizeof(KV_T), NP = DK / EPP;
-  constexpr int KR = 8 / NP < AD_THREADS / KPB ? 8 / NP : AD_THREADS / KPB;
-  static_assert(DK % EPP == 0 && NP <= 8, "K rows in 16-byte pieces");
+  constexpr int KB = D / 8 < 8 ? D / 8 : 8;                   // K loads in flight a thread
   constexpr int VB = 64 / DL;                                 // V loads in flight a thread
   __shared__ __align__(16) float qs[MAX_GROUP][D];
   __shared__ float tmp[4][D];
@@ -120,54 +100,37 @@ extern "C" __global__ void __launch_bounds__(AD_THREADS) attention_decode(
 #pragma unroll
     for (int k = 0; k < DL; k++) acc[j][k] = 0.0f;
 
-  const int kl = lane % KL, kq = warp * KPW + lane / KL;
   for (int t0 = start; t0 < end; t0 += AD_THREADS) {
-    const int n = min(AD_THREADS, end - t0);
-    if (tid < n) {
-      const int p = t0 + tid;
-      slot_s[tid] = (i64)table[p / block_size] * block_size + p % block_size;
-    } else {
+    const int p = t0 + tid;
+    float sj[MAX_GROUP];
 #pragma unroll
-      for (int j = 0; j < MAX_GROUP; j++)
-        if (j < G) sc[j][tid] = NEG_INF;
-    }
-    __syncthreads();
-    for (int r0 = 0; warp * KPW + r0 * KPB < n; r0 += KR) {
-      uint4 kraw[KR][NP];
+    for (int j = 0; j < MAX_GROUP; j++) sj[j] = 0.0f;
+    if (p < end) {
+      const i64 slot = (i64)table[p / block_size] * block_size + p % block_size;
+      slot_s[tid] = slot;
+      const KV_T* kp = k_cache + (slot * Hkv + g) * D;
+      // The row's loads are issued KB at a time before any is used: a loop of one 16-byte
+      // load and its FMAs (as compiled before) was D / 8 dependent cache round trips a tile.
 #pragma unroll
-      for (int r = 0; r < KR; r++) {
-        const int i = kq + (r0 + r) * KPB;
-        if (i < n)
+      for (int e0 = 0; e0 < D; e0 += 8 * KB) {
+        float kv[KB][8];
 #pragma unroll
-          for (int c = 0; c < NP; c++)
-            kraw[r][c] = *reinterpret_cast<const uint4*>(k_cache + (slot_s[i] * Hkv + g) * D + kl * DK + c * EPP);
-      }
+        for (int u = 0; u < KB; u++) load8(kp + e0 + 8 * u, kv[u]);
 #pragma unroll
-      for (int r = 0; r < KR; r++) {
-        const int i = kq + (r0 + r) * KPB;
-        if (warp * KPW + (r0 + r) * KPB >= n) break;         // the warp's positions end (uniform)
-        float kv[DK], sj[MAX_GROUP];
+        for (int u = 0; u < KB; u++)
 #pragma unroll
-        for (int c = 0; c < NP; c++) load_dims<EPP>(reinterpret_cast<const KV_T*>(&kraw[r][c]), kv + c * EPP);
-#pragma unroll
-        for (int j = 0; j < MAX_GROUP; j++) {
-          if (j >= G) break;
-          float a = 0.0f;
-#pragma unroll
-          for (int e = 0; e < DK; e += 4) {
-            const float4 q4 = *reinterpret_cast<const float4*>(&qs[j][kl * DK + e]);
-            a = fmaf(q4.x, kv[e], fmaf(q4.y, kv[e + 1], fmaf(q4.z, kv[e + 2], fmaf(q4.w, kv[e + 3], a))));
+          for (int j = 0; j < MAX_GROUP; j++) {
+            if (j >= G) break;
+            const float4 qa = *reinterpret_cast<const float4*>(&qs[j][e0 + 8 * u]);
+            const float4 qb = *reinterpret_cast<const float4*>(&qs[j][e0 + 8 * u + 4]);
+            sj[j] += qa.x * kv[u][0] + qa.y * kv[u][1] + qa.z * kv[u][2] + qa.w * kv[u][3] +
+                     qb.x * kv[u][4] + qb.y * kv[u][5] + qb.z * kv[u][6] + qb.w * kv[u][7];
           }
-#pragma unroll
-          for (int o = 1; o < KL; o <<= 1) a += __shfl_xor_sync(FULL_MASK, a, o);
-          sj[j] = a;
-        }
-        if (i < n && kl == 0)
-#pragma unroll
-          for (int j = 0; j < MAX_GROUP; j++)
-            if (j < G) sc[j][i] = sj[j];
       }
     }
+#pragma unroll
+    for (int j = 0; j < MAX_GROUP; j++)
+      if (j < G) sc[j][tid] = p < end ? sj[j] : NEG_INF;
     __syncthreads();
     for (int j = warp; j < G; j += 4) {
       float mx = NEG_INF;
@@ -193,24 +156,26 @@ extern "C" __global__ void __launch_bounds__(AD_THREADS) attention_decode(
       if (j < G)
 #pragma unroll
         for (int k = 0; k < DL; k++) acc[j][k] *= corr[j];
+    const int n = min(AD_THREADS, end - t0);
     // Slots from shared memory, so the V loads are independent; VB positions' loads are
-    // issued before any is used, and only positions < n are summed. One load and its FMAs a
-    // trip, as compiled before, were a dependent cache round trip per position.
+    // issued before any is used (unconditionally: a position past n reads position n - 1
+    // and counts 0). One load and its FMAs a trip, as compiled before, were a dependent
+    // cache round trip per position.
     for (int i0 = part; i0 < n; i0 += NG * VB) {
       float v[VB][DL];
-      // Unconditional (a position past n reads position n - 1, unused): predicated loads took
-      // 80 more registers.
-#pragma unroll
-      for (int u = 0; u < VB; u++)
-        load_dims<DL>(v_cache + (slot_s[min(i0 + u * NG, n - 1)] * Hkv + g) * D + d0, v[u]);
 #pragma unroll
       for (int u = 0; u < VB; u++) {
-        const int i = i0 + u * NG;
-        if (i >= n) break;
+        const int i = min(i0 + u * NG, n - 1);
+        load_dims<DL>(v_cache + (slot_s[i] * Hkv + g) * D + d0, v[u]);
+      }
+#pragma unroll
+      for (int u = 0; u < VB; u++) {
+        const int i = min(i0 + u * NG, n - 1);
+        const bool in = i0 + u * NG < n;
 #pragma unroll
         for (int j = 0; j < MAX_GROUP; j++) {
           if (j >= G) break;
-          const float w = sc[j][i];
+          const float w = in ? sc[j][i] : 0.0f;
 #pragma unroll
           for (int k = 0; k < DL; k++) acc[j][k] += w * v[u][k];
         }
@@ -274,13 +239,17 @@ extern "C" __global__ void __launch_bounds__(AD_THREADS) attention_decode(
     if (lane == 0) inv_l[j] = 1.0f / lsum;
   }
   __syncthreads();
-  // All loads of an output issued at once, 8 or 32 (a split past Se re-reads split Se - 1 and
-  // weighs 0): a loop of 8 at a time was Se / 8 dependent L2 round trips, and 32 loads for 8
-  // splits were instructions on the critical path.
+  // All 32 loads of an output issued at once (a split past Se re-reads split Se - 1 and
+  // weighs 0): the loop of 8 at a time was S / 8 dependent L2 round trips.
   for (int e = tid; e < G * D; e += AD_THREADS) {
     const int j = e / D, d = e % D;
     const float* pa = part_acc + (head0 + j) * S * D + d;
-    const float o = Se <= 8 ? split_sum<8>(pa, w_split[j], Se) : split_sum<32>(pa, w_split[j], Se);
+    float v[32];
+#pragma unroll
+    for (int k = 0; k < 32; k++) v[k] = ldcg(pa + (i64)min(k, Se - 1) * D);
+    float o = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 32; k++) o += w_split[j][k] * v[k];
     out[(head0 + j) * D + d] = o * inv_l[j];
   }
   if (tid == 0) counters[b * Hkv + g] = 0;
