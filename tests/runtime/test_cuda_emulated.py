@@ -53,6 +53,17 @@ def test_attention_decode_split_k_and_prefill_after_prefix(ops):
     assert_ok(check.check_attention(ops, rng, "bfloat16", 6, 2, 64, False, True, [(7, 7), (9, 40), (1, 19)]))
 
 
+def test_prefill_attention_of_an_f16_cache_runs_on_the_tensor_core_kernel(ops):
+    """Prompts of several 64-row tiles and 32-key steps, one after cached positions, through
+    attention_prefill_tc.cu (the f16 cache's kernel), against the CPU reference."""
+    rng = np.random.default_rng(2)
+    before = set(ops.dev._modules)
+    assert_ok(check.check_attention(ops, rng, "float16", 16, 8, 128, True, False, [(70, 70), (40, 100)]))
+    assert_ok(check.check_attention(ops, rng, "float16", 14, 2, 64, False, True, [(33, 33), (1, 9)]))
+    built = {key[0] for key in set(ops.dev._modules) - before}
+    assert "attention_prefill_tc" in built and "attention_prefill" not in built, built
+
+
 def test_sampler_matches_cpu(ops):
     assert_ok(check.check_sampling(ops, np.random.default_rng(2), V=1500))
 

@@ -155,7 +155,7 @@ def report(ops) -> list[dict]:
                           np.array([0, L], np.int32), np.array([L], np.int32), tables, np.array([L - 1], np.int32), bs)
         qkv = xp.asarray(rng.standard_normal((L, (Hq + 2 * Hkv) * D)).astype(np.float32))
         flops = 4 * Hq * D * L * (L + 1) / 2
-        keep_tc, keep_tiles = attn_mod.PREFILL_TC, getattr(ops, "tile_queries", None)
+        keep_tc, keep_tiles = attn_mod.PREFILL_TC, ops.tile_queries
         for tc in (False, True):
             attn_mod.PREFILL_TC = tc
             ops.tile_queries = attn_mod.tile_queries(ops.kv_ctype, D, Hq // Hkv)
