@@ -45,6 +45,11 @@ def test_linear_formats(ops):
     # 2-8 tokens at f16 ran the tensor-core matvec, with every team size
     tc = [r.name for r in results if r.name.startswith("matvec_tc") or " matvec_tc" in r.name]
     assert any("T=2 matvec_tc" in n for n in tc) and all(any(f"split={s}" in n for n in tc) for s in (1, 2, 4, 8)), tc[:5]
+    # one token at f16: the int8 dot (checked against x rounded as it rounds it), every team size
+    q8 = [r.name for r in results if "matvec_q8" in r.name]
+    assert all(any(f"linear {q.name} K=" in n and "T=1 matvec_q8" in n for n in q8) for q in (Q.Q4_K, Q.Q6_K, Q.Q8_0)), q8[:5]
+    assert all(any(f"T=1 split={s}" in n for n in q8) for s in (1, 2, 4)), q8[:5]
+    assert any(dict(key[1]).get("Q8X") == 1 for key in ops.dev._modules if key[0] == "matvec")
 
 
 def test_attention_decode_split_k_and_prefill_after_prefix(ops):
@@ -75,6 +80,30 @@ def test_engine_greedy_matches_cpu_through_decode_graphs(tiny_gguf, tokenizer_ca
     params = SamplingParams(max_tokens=12, temperature=0, ignore_eos=True)
     assert gpu.generate([ids], params)[0].token_ids == cpu.generate([ids], params)[0].token_ids
     assert gpu.ops.graphs.captured(decode=True)
+
+
+def test_default_precision_decode_follows_cpu(tiny_gguf, tokenizer_cache):
+    default_precision_decode_scenario(tiny_gguf("qwen3", Q.Q8_0), tokenizer_cache,
+                                      lambda: CUDAOps(device=emulator.EmuDevice()))
+
+
+def default_precision_decode_scenario(path, tokenizer_cache, make_ops, steps=16):
+    """Greedy decode through the graphs at the default precision (f16 KV cache, one-token
+    linears on int8 activations) against the CPU in f32: the same tokens while the CPU's top
+    two log-probs are 0.25 apart, and each sampled token's log-prob within 0.1 of the CPU's."""
+    config = EngineConfig(model=path, backend="cpu", kv_cache_mb=16, tokenizer_cache=tokenizer_cache)
+    cpu, gpu = LLMEngine(config), LLMEngine(config, ops=make_ops())
+    ids = cpu.tokenizer.encode("What is 2+2? The quick brown fox jumps over the lazy dog.")
+    params = SamplingParams(max_tokens=steps, temperature=0, ignore_eos=True, logprobs=2)
+    ref, got = cpu.generate([ids], params)[0].logprobs, gpu.generate([ids], params)[0].logprobs
+    assert gpu.ops.graphs.captured(decode=True)
+    for step, ((tok_ref, lp_ref, top), (tok, lp, _)) in enumerate(zip(ref, got)):
+        if tok != tok_ref:
+            assert top[0][1] - top[1][1] < 0.25, (step, ref, got)
+            break
+        assert abs(lp - lp_ref) < 0.1, (step, lp, lp_ref)
+    else:
+        assert len(got) == steps
 
 
 def test_prefill_chunks_that_end_no_prompt_match_cpu(tiny_gguf, tokenizer_cache):

@@ -83,6 +83,14 @@ def test_default_precision_teacher_forced(tiny_gguf, tokenizer_cache, arch):
     assert (got.argmax(1) == ref.argmax(1))[clear].all()
 
 
+@pytest.mark.parametrize("qtype", [Q.Q8_0, Q.Q4_K])
+def test_default_precision_decode_follows_cpu(tiny_gguf, tokenizer_cache, qtype):
+    from tests.runtime.test_cuda_emulated import default_precision_decode_scenario
+    shape = KQUANT_SHAPE if qtype == Q.Q4_K else None
+    default_precision_decode_scenario(tiny_gguf("qwen3", qtype, shape, embed_qtype=Q.Q6_K), tokenizer_cache, make_ops,
+                                      steps=STEPS)
+
+
 @pytest.mark.parametrize("arch,seqs,bucket,precision", [("qwen3", 5, 8, EXACT), ("qwen2", 20, 32, EXACT),
                                                           ("qwen3", 12, 16, {}), ("qwen2", 24, 32, {})])
 def test_graph_replay_equals_eager(tiny_gguf, tokenizer_cache, arch, seqs, bucket, precision):

@@ -77,6 +77,21 @@ def dequant(t: GGUFTensor) -> torch.Tensor:
     return torch.from_numpy(np.asarray(quants.dequantize(t.data, t.qtype), np.float32).reshape(t.shape))
 
 
+def q8_round(x: torch.Tensor) -> torch.Tensor:
+    """x as matvec.cu's int8 path (Q8X) multiplies it: rounded in blocks of 16 columns to
+    multiples of d = max|x| / 127 (half to even, like __float2int_rn), so that path is checked
+    as exactly as the f32 one and not against the rounding's own error (~0.5%)."""
+    blocks = x.float().reshape(*x.shape[:-1], -1, 16)
+    amax = blocks.abs().amax(-1, keepdim=True)
+    q = torch.round(blocks * torch.where(amax > 0, 127.0 / amax, torch.zeros_like(amax)))
+    return (q * (amax / 127.0)).reshape(x.shape)
+
+
+def ref_x(kind: str, x: torch.Tensor) -> torch.Tensor:
+    """The input a reference linear of `kind` (path()) multiplies."""
+    return q8_round(x) if kind == "matvec_q8" else x
+
+
 def check_linear(ops: CUDAOps, rng, qtypes=QTYPES) -> list[Result]:
     """matvec.cu (plain + bias, fused norm + residual, SiLU gate/up), matmul.cu (one and two
     token tiles, K split or not), dequant.cu + cuBLAS."""
@@ -92,8 +107,6 @@ def check_linear(ops: CUDAOps, rng, qtypes=QTYPES) -> list[Result]:
             nw = (1 + 0.1 * rng.standard_normal(K)).astype(np.float32)
             bias = rng.standard_normal(75).astype(np.float32)
             h_ref, s_ref = cpu.rms_norm(torch.from_numpy(a), torch.from_numpy(nw), 1e-6, torch.from_numpy(b))
-            ref_plain = cpu.linear(h_ref, W, torch.from_numpy(bias)).numpy()
-            ref_gu = cpu.linear(torch.from_numpy(a), Wgu, act="silu_mul").numpy()
             for gdt in ("float32", "float16"):
                 ops.gemm_dtype = np.dtype(gdt)
                 ops._loaded.clear()
@@ -101,8 +114,11 @@ def check_linear(ops: CUDAOps, rng, qtypes=QTYPES) -> list[Result]:
                 x = Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, s_out)
                 wq = ops.linear_weight([plain])
                 y = ops.linear(x, wq, dev.upload(bias))
-                tol = TOL[path(ops, T, w=wq)]
-                tag = f"linear {qtype.name} K={K} T={T} {path(ops, T, w=wq)}"
+                kind = path(ops, T, w=wq)
+                ref_plain = cpu.linear(ref_x(kind, h_ref), W, torch.from_numpy(bias)).numpy()
+                ref_gu = cpu.linear(ref_x(kind, torch.from_numpy(a)), Wgu, act="silu_mul").numpy()
+                tol = TOL[kind]
+                tag = f"linear {qtype.name} K={K} T={T} {kind}"
                 out.append(Result(f"{tag} norm+bias", rel_err(dev.to_host(y), ref_plain), tol))
                 out.append(Result(f"{tag} residual sum", rel_err(dev.to_host(s_out), s_ref.numpy()), 1e-6))
                 y = ops.linear(dev.upload(a), ops.linear_weight(gate_up), act="silu_mul")
@@ -115,6 +131,11 @@ def check_linear(ops: CUDAOps, rng, qtypes=QTYPES) -> list[Result]:
     ref = cpu.linear(cpu.rms_norm(torch.from_numpy(a), torch.ones(256), 1e-6)[0], dequant(tall)).numpy()
     out.append(Result(f"linear Q6_K 9001x256 norm {path(ops, 2, w=wq)} (blocks loop over row groups)",
                       rel_err(dev.to_host(y), ref), TOL[path(ops, 2, w=wq)]))
+    y = ops.linear(dev.upload(a[:1]), wq)      # one plain token row: the int8 path's grid is capped too
+    kind = path(ops, 1, w=wq)
+    out.append(Result(f"linear Q6_K 9001x256 T=1 {kind} (blocks loop over row groups)",
+                      rel_err(dev.to_host(y), cpu.linear(ref_x(kind, torch.from_numpy(a[:1])), dequant(tall)).numpy()),
+                      TOL[kind]))
     # 6 rows of a 1536-wide norm: exactly 48 KiB of dynamic shared memory next to the kernel's
     # static arrays, which needs the launch attribute raised (the 1.5B's lm_head failed here).
     wide = random_tensor("wide", Q.Q8_0, 40, 1536, rng)
@@ -165,14 +186,13 @@ def check_matvec_splits(ops: CUDAOps, rng) -> list[Result]:
         a, b = rng.standard_normal((2, T, K)).astype(np.float32)
         nw = (1 + 0.1 * rng.standard_normal(K)).astype(np.float32)
         h_ref, _ = cpu.rms_norm(torch.from_numpy(a), torch.from_numpy(nw), 1e-6, torch.from_numpy(b))
-        ref_plain, ref_gu = cpu.linear(h_ref, W).numpy(), cpu.linear(torch.from_numpy(a), Wgu, act="silu_mul").numpy()
         for gdt in ("float32", "float16"):
             ops.gemm_dtype = np.dtype(gdt)
             ops._loaded.clear()
             wp, wgu = ops.linear_weight([plain]), ops.linear_weight(gate_up)
             kind = path(ops, T, w=wp)
-            if kind == "matvec" and gdt == "float16":   # T = 1: matvec.cu at both precisions
-                continue
+            ref_plain = cpu.linear(ref_x(kind, h_ref), W).numpy()
+            ref_gu = cpu.linear(ref_x(kind, torch.from_numpy(a)), Wgu, act="silu_mul").numpy()
             for split in (1, 2, 4) + ((8,) if T > 1 else ()):
                 linear_mod.MV_SPLIT = split
                 try:
@@ -188,7 +208,7 @@ def check_matvec_splits(ops: CUDAOps, rng) -> list[Result]:
     return out
 
 
-TOL = {"matvec": 2e-5, "matvec_tc": 4e-3, "matmul": 4e-3, "cublas-float32": 2e-5, "cublas-float16": 4e-3}
+TOL = {"matvec": 2e-5, "matvec_q8": 5e-4, "matvec_tc": 4e-3, "matmul": 4e-3, "cublas-float32": 2e-5, "cublas-float16": 4e-3}
 
 
 def path(ops: CUDAOps, T: int, rows: int = 75, w: QuantLinear | None = None) -> str:
@@ -196,6 +216,8 @@ def path(ops: CUDAOps, T: int, rows: int = 75, w: QuantLinear | None = None) -> 
     if T <= ops.matvec_max_tokens:
         if w is not None and linear_mod.use_tc(ops, T, w, w.cols):
             return "matvec_tc"
+        if w is not None and linear_mod.use_q8(ops, T, w):
+            return "matvec_q8"
         return "matvec"
     if linear_mod.use_matmul(ops, T, 1024, rows):
         return "matmul"
@@ -215,7 +237,6 @@ def check_t1_segments(ops: CUDAOps, rng) -> list[Result]:
         a, b = rng.standard_normal((2, 1, K)).astype(np.float32)
         nw = (1 + 0.1 * rng.standard_normal(K)).astype(np.float32)
         h_ref, s_ref = cpu.rms_norm(torch.from_numpy(a), torch.from_numpy(nw), 1e-6, torch.from_numpy(b))
-        ref = cpu.linear(h_ref, torch.cat([dequant(t) for t in ts])).numpy()
         ops._loaded.clear()
         keep, linear_mod.NORM_ONCE_ROWS = linear_mod.NORM_ONCE_ROWS, norm_once
         s_out = ops.alloc((1, K), np.float32)
@@ -223,6 +244,7 @@ def check_t1_segments(ops: CUDAOps, rng) -> list[Result]:
         y = ops.linear(Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, s_out), wq)
         linear_mod.NORM_ONCE_ROWS = keep
         kind = path(ops, 1, w=wq)
+        ref = cpu.linear(ref_x(kind, h_ref), torch.cat([dequant(t) for t in ts])).numpy()
         out.append(Result(f"linear T=1 {name} {'|'.join(f'{q.name}x{n}' for q, n in parts)} K={K} norm {kind}",
                           rel_err(dev.to_host(y), ref), TOL[kind]))
         out.append(Result(f"linear T=1 {name} residual sum", rel_err(dev.to_host(s_out), s_ref.numpy()), 1e-6))
@@ -354,6 +376,12 @@ def run_checks(ops: CUDAOps, seed: int = 0) -> list[Result]:
             # several query tiles and key steps, one after 60 cached positions
             for seqs in ([(1, 1), (1, 37), (1, 300), (1, 2000)], [(5, 5), (17, 40), (1, 30)], [(70, 70), (40, 100)]):
                 results += check_attention(ops, rng, kv_dtype, Hq, Hkv, D, norm, inter, seqs)
+    # attention_decode_tc.cu (an f16 cache's decode kernel): G = 4 and 16 with an empty last split
+    # (L = 400), one split (L = 21) and the new row in a split's fifth chunk or later (L = 1100,
+    # 4096); 33 sequences of 8 KV heads: one split each, several chunks a warp (as at batch 64)
+    for Hq, Hkv, D, seqs in ((32, 8, 128, [(1, 400), (1, 21), (1, 1100)]), (16, 1, 96, [(1, 400), (1, 4096)]),
+                             (16, 8, 64, [(1, int(n)) for n in rng.integers(1, 400, 33)])):
+        results += check_attention(ops, rng, "float16", Hq, Hkv, D, True, False, seqs)
     return results
 
 

@@ -4,7 +4,9 @@ Up to `matvec_max_tokens` rows, a matvec kernel reads each weight byte once per 
 the residual add + RMSNorm of a `Normed` input fused into its prologue and SiLU(gate) * up into
 its epilogue; graph-capturable. With f16 gemm_dtype (the default) Q4_K, Q6_K and Q8_0 weights
 go through matvec_tc.cu (f16 decode into tensor-core products, f32 sums: the precision of the
-paths beyond it) from 2 tokens; otherwise, and at 1 token, matvec.cu, exact in f32. Up to `matmul_max_tokens` rows
+paths beyond it) from 2 tokens, and at 1 token matvec.cu dots them (and Q4_0, Q4_1) with x
+rounded to int8 in blocks of 16 (__dp4a, as llama.cpp's MMVQ); with f32 gemm_dtype matvec.cu
+is exact in f32. Up to `matmul_max_tokens` rows
 (f16 gemm_dtype), matmul.cu decodes the weight into shared memory and multiplies on the tensor
 cores, reading it once per 64 tokens. Beyond that, the weight is dequantized into a reused
 scratch buffer and multiplied by cuBLAS (f16 tensor cores with f32 accumulation, or f32), with
@@ -72,6 +74,8 @@ MV_WARPS_PER_SM = {32: 24}
 MV_WARPS_PER_SM_OTHER = 32
 MV_SPLIT = None             # warps a row team, forced (check.py); None: mv_split's choice
 MV_UNROLL = 2               # matvec.cu at one token: 16-byte chunks of each row a lane loads before decoding
+MV_Q8 = True                # matvec.cu at one token, f16 gemm_dtype: int8 activations and __dp4a (False: f32)
+Q8_QTYPES = {2, 3, 8, 12, 14}   # Q4_0, Q4_1, Q8_0, Q4_K, Q6_K: the formats with quant.cuh Int8<> decoders
 # Columns a 16-byte chunk of each format decodes to (quant.cuh's QK / C): a row has K / this chunks.
 CHUNK_COLS = {0: 4, 1: 8, 30: 8, 2: 32, 3: 32, 6: 32, 7: 32, 8: 16, 12: 32, 13: 32, 14: 32}
 
@@ -117,6 +121,13 @@ def use_tc(ops, T: int, w: QuantLinear, K: int) -> bool:
     return len(w.qtypes) == 1 or all(s.row0 % 8 == 0 for s in w.segments)
 
 
+def use_q8(ops, T: int, w: QuantLinear) -> bool:
+    """matvec.cu with int8 activations for this one-token launch: f16 gemm_dtype (f32 keeps the
+    exact path the parity tests use) and a format of the weight with an Int8 decoder (a
+    mixed weight's other formats keep the f32 dot)."""
+    return MV_Q8 and T == 1 and ops.gemm_dtype == np.float16 and any(int(q) in Q8_QTYPES for q in w.qtypes)
+
+
 def matvec(ops, x, w: QuantLinear, bias, act):
     T, K = x.shape
     if act == "silu_mul" and len(w.qtypes) > 1:     # gate and up rows of different formats
@@ -129,18 +140,20 @@ def matvec(ops, x, w: QuantLinear, bias, act):
         return matvec_tc(ops, x, w, bias, mode, n_out)
     assert all(s.rows % 2 == 0 for s in w.segments[:-1]), "matvec pairs rows: segments must start at even rows"
     tk = 1 if T == 1 else 2 if T == 2 else 4 if T <= 4 else 8
-    smem = 0
+    q8 = use_q8(ops, T, w)
+    q8_smem = K * 3 // 2 if q8 else 0       # int8 x and a (scale, sum) pair a 16 columns
+    smem = q8_smem
     if isinstance(x, Normed):
-        smem = tk * K * 4
+        smem += tk * K * 4
         if smem > ops.dev.max_smem - 1024:
-            x, smem = materialize(ops, x), 0
+            x, smem = materialize(ops, x), q8_smem
     out = ops.alloc((T, n_out), np.float32)
     warps = MV_WARPS[tk]
     teams = (n_out + (0 if mode else 1)) // (1 if mode else 2)      # row pairs, or gate/up pairs
     split = mv_split(ops, warps, K, w, teams, tk)
     per_block = warps // split * (1 if mode else 2)
     groups = (n_out + per_block - 1) // per_block
-    if isinstance(x, Normed) and NORMED_BLOCKS_PER_SM[tk]:   # each block norms x again
+    if (isinstance(x, Normed) or q8) and NORMED_BLOCKS_PER_SM[tk]:   # each block norms / quantizes x again
         groups = min(groups, NORMED_BLOCKS_PER_SM[tk] * ops.dev.sm_count)
     grid = (groups, (T + tk - 1) // tk)
     if isinstance(x, Normed):
@@ -148,7 +161,8 @@ def matvec(ops, x, w: QuantLinear, bias, act):
                   x.sum_out if x.b is not None else None)
     else:
         inputs = (x, np.int32(K), np.int32(T), None, None, None, np.float32(0), None)
-    getattr(ops.dev.kernels("matvec", QTYPES=qtype_mask(w), MV_UNROLL=MV_UNROLL), f"matvec_t{tk}")(grid, (32 * warps,), (
+    module = ops.dev.kernels("matvec", QTYPES=qtype_mask(w), MV_UNROLL=MV_UNROLL, Q8X=int(q8))
+    getattr(module, f"matvec_t{tk}")(grid, (32 * warps,), (
         w.table, np.int32(len(w.segments)), np.int32(K), np.int32(n_out), np.int32(mode), np.int32(split), *inputs,
         bias, out, np.int32(n_out)), smem)
     return out

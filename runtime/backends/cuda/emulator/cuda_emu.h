@@ -100,6 +100,11 @@ inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
   unsigned char b[8]; memcpy(b, &x, 4); memcpy(b + 4, &y, 4);
   unsigned r = 0; for (int i = 0; i < 4; i++) r |= (unsigned)b[(s >> (4 * i)) & 7] << (8 * i); return r;
 }
+inline int __float2int_rn(float x) { return (int)nearbyintf(x); }   // round half to even
+inline int __dp4a(int a, int b, int c) {
+  for (int i = 0; i < 4; i++) c += (int)(signed char)(a >> (8 * i)) * (int)(signed char)(b >> (8 * i));
+  return c;
+}
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
 inline int __ffs(int x) { return __builtin_ffs(x); }

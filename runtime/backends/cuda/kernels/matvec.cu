@@ -20,7 +20,10 @@
 // row; the get4 decode (nibble, int-to-float, scale FMA, dot FMA) cost ~7 and the kernel
 // was as slow with its weights in L2 as from DRAM. dot_run's split decode (Split<> in
 // quant.cuh: one FMA a weight, the scale once a run of 16) is what T = 1 uses for Q4_K,
-// Q6_K and Q8_0.
+// Q6_K and Q8_0. With -DQ8X=1 (linear.py, f16 gemm_dtype) T = 1 goes further for the formats
+// with an Int8 decoder (Q4_K, Q6_K, Q8_0, Q4_0, Q4_1): each block quantizes x to int8 in
+// blocks of 16 (d = max|x| / 127, llama.cpp's MMVQ rounding of activations, ~0.3% of a
+// block's largest value) and a run of 16 weights costs 4 __dp4a plus its nibble masks.
 #include "quant.cuh"
 #include "norm.cuh"
 
@@ -28,6 +31,51 @@
 #define MV_UNROLL 2     // chunks a lane loads before it decodes them, at T = 1 (linear.py)
 #endif
 static_assert(MV_UNROLL >= 1, "MV_UNROLL: chunks a lane loads a round, at least 1");
+#ifndef Q8X
+#define Q8X 0           // 1: int8 activations and __dp4a at one token (linear.py)
+#endif
+
+// |v| < 2^22 to float in two full-rate instructions (IADD + FADD) instead of an I2F.
+__device__ __forceinline__ float small_i2f(int v) { return __int_as_float(0x4B400000 + v) - 12582912.0f; }
+
+// x[0..K) as int8 blocks of 16 columns: xq = rint(x / d) with d = max|x| / 127, and
+// ds[k / 16] = (d, d * sum xq), the sum for the formats' min / offset term. A thread takes 4
+// columns, so a block of 16 is 4 adjacent lanes; every thread runs every trip (the shuffles).
+__device__ __forceinline__ void quantize_q8(const float* x, int K, float2* ds, u32* xq) {
+  const int n4 = K / 4;
+  for (int k0 = 0; k0 < n4; k0 += blockDim.x) {
+    const int k = k0 + threadIdx.x;
+    const float4 v = k < n4 ? reinterpret_cast<const float4*>(x)[k] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+    amax = fmaxf(amax, __shfl_xor_sync(FULL_MASK, amax, 1));
+    amax = fmaxf(amax, __shfl_xor_sync(FULL_MASK, amax, 2));
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    const int q0 = __float2int_rn(v.x * inv), q1 = __float2int_rn(v.y * inv);
+    const int q2 = __float2int_rn(v.z * inv), q3 = __float2int_rn(v.w * inv);
+    int sum = (q0 + q1) + (q2 + q3);
+    sum += __shfl_xor_sync(FULL_MASK, sum, 1);
+    sum += __shfl_xor_sync(FULL_MASK, sum, 2);
+    if (k < n4) {
+      xq[k] = (u32)(q0 & 0xFF) | (u32)(q1 & 0xFF) << 8 | (u32)(q2 & 0xFF) << 16 | (u32)q3 << 24;
+      if ((k & 3) == 0) ds[k >> 2] = make_float2(amax / 127.0f, amax / 127.0f * (float)sum);
+    }
+  }
+}
+
+// acc[r] += row r's run `run` . x over the run's 16 columns from c0, with x as int8 (quantize_q8).
+template <class FMT>
+__device__ __forceinline__ void dot_run_q8(const State* st, int run, int c0, const float2* xds, const u8* xq, float* acc) {
+  const uint4 xw = *reinterpret_cast<const uint4*>(xq + c0);
+  const float2 ds = xds[c0 >> 4];
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    int dot = 0;
+#pragma unroll
+    for (int w = 0; w < 4; w++) dot = __dp4a((int)Int8<FMT>::q4(st[r], run, w), (int)word_of(xw, w), dot);
+    acc[r] = fmaf(Int8<FMT>::d(st[r], run), ds.x * small_i2f(dot), acc[r]);
+    if (Int8<FMT>::has_n) acc[r] = fmaf(Int8<FMT>::n(st[r], run), ds.y, acc[r]);
+  }
+}
 
 
 // acc[r] += row r's run `run` of a chunk . x[0 .. RL): through Split where the format has one.
@@ -68,7 +116,8 @@ __device__ __forceinline__ void dot_run(const State* st, int run, const float* x
 // Chunks first, first + stride, ... of the two rows (first = the lane's place in its team).
 template <class FMT, int T>
 __device__ __forceinline__ void dot_rows(const u8* const* q, const u8* const* s, int nchunks, int first,
-                                         int stride, const float* const* xr, float (*acc)[T]) {
+                                         int stride, const float* const* xr, const float2* xds,
+                                         const u8* xq, float (*acc)[T]) {
   if constexpr (T == 1) {
     // MV_UNROLL chunks of both rows loaded before any is decoded: one memory round trip
     // for them, not one each (a lane past the end re-reads the last chunk and skips it).
@@ -86,7 +135,10 @@ __device__ __forceinline__ void dot_rows(const u8* const* q, const u8* const* s,
       for (int u = 0; u < MV_UNROLL; u++) {
         if (idx0 + u * stride >= nchunks) break;
 #pragma unroll
-        for (int run = 0; run < FMT::NR; run++) dot_run<FMT, 2>(st[u], run, xr[0] + col[u][run], a);
+        for (int run = 0; run < FMT::NR; run++) {
+          if constexpr (Q8X && Int8<FMT>::ok) dot_run_q8<FMT>(st[u], run, col[u][run], xds, xq, a);
+          else dot_run<FMT, 2>(st[u], run, xr[0] + col[u][run], a);
+        }
       }
       acc[0][0] = a[0];
       acc[1][0] = a[1];
@@ -182,6 +234,15 @@ __device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int
   const float* xr[T];
 #pragma unroll
   for (int t = 0; t < T; t++) xr[t] = xbase + (i64)min(t, nt - 1) * ld;
+  const float2* xds = nullptr;      // Q8X at one token: x as int8 behind the normed floats
+  const u8* xq = nullptr;
+  if constexpr (T == 1 && Q8X) {
+    float2* ds = reinterpret_cast<float2*>(xs + (norm_w != nullptr ? K : 0));
+    quantize_q8(xr[0], K, ds, reinterpret_cast<u32*>(ds + K / 16));
+    __syncthreads();
+    xds = ds;
+    xq = reinterpret_cast<const u8*>(ds + K / 16);
+  }
 
   // No barriers below when split == 1 (a warp leaves at the end of the weight); with teams of
   // several warps, every warp of the block runs every group (the same trip count) for the
@@ -197,7 +258,7 @@ __device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int
     // Both rows of a team share one qtype: linear.py checks that segments start at even rows
     // and runs gate/up pairs of different types as a mode-0 launch plus epilogue.cu.
     if (out0 < n_out)
-      DISPATCH_QTYPE(qt, (dot_rows<FMT, T>(q, s, K / FMT::QK * FMT::C, sub * 32 + lane, 32 * split, xr, acc)));
+      DISPATCH_QTYPE(qt, (dot_rows<FMT, T>(q, s, K / FMT::QK * FMT::C, sub * 32 + lane, 32 * split, xr, xds, xq, acc)));
 #pragma unroll
     for (int t = 0; t < T; t++) {
       acc[0][t] = warp_sum(acc[0][t]);

@@ -295,6 +295,39 @@ template <> struct Split<Fmt<Q8_0>> {
   __device__ static float n(const State&, int) { return 0.0f; }
 };
 
+// Int8 decode for the dp4a matvec (matvec.cu with Q8X at one token): a run of 16 weights as
+// 4 words of 4 small integers q (w = d * q + n per run), dotted with 16 int8 activations by 4
+// __dp4a; the scale and min are applied once a run. Q8_0's bytes are its signed values; the
+// unsigned formats' offsets (Q4_0 8, Q6_K 32) are in n, so every q fits a signed byte.
+template <class FMT> struct Int8 { static constexpr bool ok = false; };
+
+struct Int8PerRun {       // K-quants: a scale and min per run (State d0/n0, d1/n1)
+  static constexpr bool ok = true, has_n = true;
+  __device__ static float d(const State& st, int run) { return run == 0 ? st.d0 : st.d1; }
+  __device__ static float n(const State& st, int run) { return run == 0 ? st.n0 : st.n1; }
+};
+struct Int8PerBlock {     // 32-column formats: one scale (and offset) for both runs
+  static constexpr bool ok = true, has_n = true;
+  __device__ static float d(const State& st, int) { return st.d0; }
+  __device__ static float n(const State& st, int) { return st.n0; }
+  __device__ static u32 q4(const State& st, int run, int w) { return (word_of(st.v, w) >> (4 * run)) & 0x0F0F0F0Fu; }
+};
+
+template <> struct Int8<Fmt<Q4_K>> : Int8PerRun {
+  __device__ static u32 q4(const State& st, int run, int w) { return (word_of(st.v, w) >> (4 * run)) & 0x0F0F0F0Fu; }
+};
+template <> struct Int8<Fmt<Q6_K>> : Int8PerRun {
+  __device__ static u32 q4(const State& st, int run, int w) {
+    return ((word_of(st.v, w) >> (4 * run)) & 0x0F0F0F0Fu) | (((word_of(st.h, w) >> (4 * run)) & 0x03030303u) << 4);
+  }
+};
+template <> struct Int8<Fmt<Q4_0>> : Int8PerBlock {};
+template <> struct Int8<Fmt<Q4_1>> : Int8PerBlock {};
+template <> struct Int8<Fmt<Q8_0>> : Int8PerBlock {
+  static constexpr bool has_n = false;
+  __device__ static u32 q4(const State& st, int, int w) { return word_of(st.v, w); }
+};
+
 // Weights i..i+RL of a run to dst: float4 stores (f32), or 8 halves a 16-byte store (f16).
 template <class FMT>
 __device__ __forceinline__ void store_run(const State& st, int run, float* dst) {
