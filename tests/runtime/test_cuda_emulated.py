@@ -40,7 +40,7 @@ def assert_ok(results):
 
 
 def test_linear_formats(ops):
-    results = check.check_linear(ops, np.random.default_rng(0), qtypes=[Q.Q4_K, Q.Q6_K, Q.Q8_0, Q.BF16])
+    results = check.check_linear(ops, np.random.default_rng(0), qtypes=[Q.Q4_K, Q.Q6_K, Q.Q8_0, Q.Q5_0, Q.Q5_K, Q.BF16])
     assert_ok(results)
     # 2-8 tokens at f16 ran the tensor-core matvec, with every team size
     tc = [r.name for r in results if r.name.startswith("matvec_tc") or " matvec_tc" in r.name]

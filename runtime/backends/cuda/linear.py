@@ -4,7 +4,7 @@ Up to `matvec_max_tokens` rows, a matvec kernel reads each weight byte once per 
 the residual add + RMSNorm of a `Normed` input fused into its prologue and SiLU(gate) * up into
 its epilogue; graph-capturable. With f16 gemm_dtype (the default) Q4_K, Q6_K and Q8_0 weights
 go through matvec_tc.cu (f16 decode into tensor-core products, f32 sums: the precision of the
-paths beyond it) from 2 tokens, and at 1 token matvec.cu dots them (and Q4_0, Q4_1) with x
+paths beyond it) from 2 tokens, and at 1 token matvec.cu dots every quantized format with x
 rounded to int8 in blocks of 16 (__dp4a, as llama.cpp's MMVQ); with f32 gemm_dtype matvec.cu
 is exact in f32. Up to `matmul_max_tokens` rows
 (f16 gemm_dtype), matmul.cu decodes the weight into shared memory and multiplies on the tensor
@@ -75,7 +75,7 @@ MV_WARPS_PER_SM_OTHER = 32
 MV_SPLIT = None             # warps a row team, forced (check.py); None: mv_split's choice
 MV_UNROLL = 2               # matvec.cu at one token: 16-byte chunks of each row a lane loads before decoding
 MV_Q8 = True                # matvec.cu at one token, f16 gemm_dtype: int8 activations and __dp4a (False: f32)
-Q8_QTYPES = {2, 3, 8, 12, 14}   # Q4_0, Q4_1, Q8_0, Q4_K, Q6_K: the formats with quant.cuh Int8<> decoders
+Q8_QTYPES = {2, 3, 6, 7, 8, 12, 13, 14}     # the formats with quant.cuh Int8<> decoders: all but F32/F16/BF16
 # Columns a 16-byte chunk of each format decodes to (quant.cuh's QK / C): a row has K / this chunks.
 CHUNK_COLS = {0: 4, 1: 8, 30: 8, 2: 32, 3: 32, 6: 32, 7: 32, 8: 16, 12: 32, 13: 32, 14: 32}
 

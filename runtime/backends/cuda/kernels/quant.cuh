@@ -298,7 +298,7 @@ template <> struct Split<Fmt<Q8_0>> {
 // Int8 decode for the dp4a matvec (matvec.cu with Q8X at one token): a run of 16 weights as
 // 4 words of 4 small integers q (w = d * q + n per run), dotted with 16 int8 activations by 4
 // __dp4a; the scale and min are applied once a run. Q8_0's bytes are its signed values; the
-// unsigned formats' offsets (Q4_0 8, Q6_K 32) are in n, so every q fits a signed byte.
+// unsigned formats' offsets (Q4_0 8, Q5_0 16, Q6_K 32) are in n, so every q fits a signed byte.
 template <class FMT> struct Int8 { static constexpr bool ok = false; };
 
 struct Int8PerRun {       // K-quants: a scale and min per run (State d0/n0, d1/n1)
@@ -321,8 +321,23 @@ template <> struct Int8<Fmt<Q6_K>> : Int8PerRun {
     return ((word_of(st.v, w) >> (4 * run)) & 0x0F0F0F0Fu) | (((word_of(st.h, w) >> (4 * run)) & 0x03030303u) << 4);
   }
 };
+template <> struct Int8<Fmt<Q5_K>> : Int8PerRun {     // the fifth bit at bit 8k of h >> run
+  __device__ static u32 q4(const State& st, int run, int w) {
+    return ((word_of(st.v, w) >> (4 * run)) & 0x0F0F0F0Fu) | (((word_of(st.h, w) >> run) & 0x01010101u) << 4);
+  }
+};
 template <> struct Int8<Fmt<Q4_0>> : Int8PerBlock {};
 template <> struct Int8<Fmt<Q4_1>> : Int8PerBlock {};
+// Q5_0 / Q5_1: bits 4w .. 4w + 3 of the run's 16 qh bits spread to bit 4 of each byte
+// (x * 0x204081 puts bit k of x at bit 8k).
+struct Int8Q5 : Int8PerBlock {
+  __device__ static u32 q4(const State& st, int run, int w) {
+    const u32 hb = (st.h.x >> (4 * w + 16 * run)) & 0xFu;
+    return ((word_of(st.v, w) >> (4 * run)) & 0x0F0F0F0Fu) | (((hb * 0x204081u) & 0x01010101u) << 4);
+  }
+};
+template <> struct Int8<Fmt<Q5_0>> : Int8Q5 {};
+template <> struct Int8<Fmt<Q5_1>> : Int8Q5 {};
 template <> struct Int8<Fmt<Q8_0>> : Int8PerBlock {
   static constexpr bool has_n = false;
   __device__ static u32 q4(const State& st, int, int w) { return word_of(st.v, w); }
