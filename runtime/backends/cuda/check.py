@@ -116,7 +116,7 @@ def check_linear(ops: CUDAOps, rng, qtypes=QTYPES) -> list[Result]:
                 y = ops.linear(x, wq, dev.upload(bias))
                 kind = path(ops, T, w=wq)
                 ref_plain = cpu.linear(ref_x(kind, h_ref), W, torch.from_numpy(bias)).numpy()
-                ref_gu = cpu.linear(ref_x(kind, torch.from_numpy(a)), Wgu, act="silu_mul").numpy()
+                ref_gu = cpu.linear(ref_x(path(ops, T, w=wq, normed=False), torch.from_numpy(a)), Wgu, act="silu_mul").numpy()
                 tol = TOL[kind]
                 tag = f"linear {qtype.name} K={K} T={T} {kind}"
                 out.append(Result(f"{tag} norm+bias", rel_err(dev.to_host(y), ref_plain), tol))
@@ -132,7 +132,7 @@ def check_linear(ops: CUDAOps, rng, qtypes=QTYPES) -> list[Result]:
     out.append(Result(f"linear Q6_K 9001x256 norm {path(ops, 2, w=wq)} (blocks loop over row groups)",
                       rel_err(dev.to_host(y), ref), TOL[path(ops, 2, w=wq)]))
     y = ops.linear(dev.upload(a[:1]), wq)      # one plain token row: the int8 path's grid is capped too
-    kind = path(ops, 1, w=wq)
+    kind = path(ops, 1, w=wq, normed=False)
     out.append(Result(f"linear Q6_K 9001x256 T=1 {kind} (blocks loop over row groups)",
                       rel_err(dev.to_host(y), cpu.linear(ref_x(kind, torch.from_numpy(a[:1])), dequant(tall)).numpy()),
                       TOL[kind]))
@@ -192,7 +192,7 @@ def check_matvec_splits(ops: CUDAOps, rng) -> list[Result]:
             wp, wgu = ops.linear_weight([plain]), ops.linear_weight(gate_up)
             kind = path(ops, T, w=wp)
             ref_plain = cpu.linear(ref_x(kind, h_ref), W).numpy()
-            ref_gu = cpu.linear(ref_x(kind, torch.from_numpy(a)), Wgu, act="silu_mul").numpy()
+            ref_gu = cpu.linear(ref_x(path(ops, T, w=wgu, normed=False), torch.from_numpy(a)), Wgu, act="silu_mul").numpy()
             for split in (1, 2, 4) + ((8,) if T > 1 else ()):
                 linear_mod.MV_SPLIT = split
                 try:
@@ -211,12 +211,13 @@ def check_matvec_splits(ops: CUDAOps, rng) -> list[Result]:
 TOL = {"matvec": 2e-5, "matvec_q8": 5e-4, "matvec_tc": 4e-3, "matmul": 4e-3, "cublas-float32": 2e-5, "cublas-float16": 4e-3}
 
 
-def path(ops: CUDAOps, T: int, rows: int = 75, w: QuantLinear | None = None) -> str:
-    """Which kernels linear.py runs for T token rows (of weight w, or a 1024-column one)."""
+def path(ops: CUDAOps, T: int, rows: int = 75, w: QuantLinear | None = None, normed: bool = True) -> str:
+    """Which kernels linear.py runs for T token rows (of weight w, or a 1024-column one; x
+    norm-fused or not)."""
     if T <= ops.matvec_max_tokens:
         if w is not None and linear_mod.use_tc(ops, T, w, w.cols):
             return "matvec_tc"
-        if w is not None and linear_mod.use_q8(ops, T, w):
+        if w is not None and linear_mod.use_q8(ops, T, w, normed):
             return "matvec_q8"
         return "matvec"
     if linear_mod.use_matmul(ops, T, 1024, rows):
@@ -243,7 +244,7 @@ def check_t1_segments(ops: CUDAOps, rng) -> list[Result]:
         wq = ops.linear_weight(ts)
         y = ops.linear(Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, s_out), wq)
         linear_mod.NORM_ONCE_ROWS = keep
-        kind = path(ops, 1, w=wq)
+        kind = path(ops, 1, w=wq, normed=wq.rows < norm_once)     # the norm run once: a plain input
         ref = cpu.linear(ref_x(kind, h_ref), torch.cat([dequant(t) for t in ts])).numpy()
         out.append(Result(f"linear T=1 {name} {'|'.join(f'{q.name}x{n}' for q, n in parts)} K={K} norm {kind}",
                           rel_err(dev.to_host(y), ref), TOL[kind]))

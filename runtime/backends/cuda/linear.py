@@ -75,6 +75,7 @@ MV_WARPS_PER_SM_OTHER = 32
 MV_SPLIT = None             # warps a row team, forced (check.py); None: mv_split's choice
 MV_UNROLL = 2               # matvec.cu at one token: 16-byte chunks of each row a lane loads before decoding
 MV_Q8 = True                # matvec.cu at one token, f16 gemm_dtype: int8 activations and __dp4a (False: f32)
+MV_Q8_PLAIN = True          # ... also for an input not norm-fused (its blocks load x from L2 to quantize it)
 Q8_QTYPES = {2, 3, 6, 7, 8, 12, 13, 14}     # the formats with quant.cuh Int8<> decoders: all but F32/F16/BF16
 # Columns a 16-byte chunk of each format decodes to (quant.cuh's QK / C): a row has K / this chunks.
 CHUNK_COLS = {0: 4, 1: 8, 30: 8, 2: 32, 3: 32, 6: 32, 7: 32, 8: 16, 12: 32, 13: 32, 14: 32}
@@ -121,11 +122,12 @@ def use_tc(ops, T: int, w: QuantLinear, K: int) -> bool:
     return len(w.qtypes) == 1 or all(s.row0 % 8 == 0 for s in w.segments)
 
 
-def use_q8(ops, T: int, w: QuantLinear) -> bool:
+def use_q8(ops, T: int, w: QuantLinear, normed: bool = True) -> bool:
     """matvec.cu with int8 activations for this one-token launch: f16 gemm_dtype (f32 keeps the
     exact path the parity tests use) and a format of the weight with an Int8 decoder (a
     mixed weight's other formats keep the f32 dot)."""
-    return MV_Q8 and T == 1 and ops.gemm_dtype == np.float16 and any(int(q) in Q8_QTYPES for q in w.qtypes)
+    return (MV_Q8 and T == 1 and ops.gemm_dtype == np.float16 and (normed or MV_Q8_PLAIN)
+            and any(int(q) in Q8_QTYPES for q in w.qtypes))
 
 
 def matvec(ops, x, w: QuantLinear, bias, act):
@@ -140,7 +142,7 @@ def matvec(ops, x, w: QuantLinear, bias, act):
         return matvec_tc(ops, x, w, bias, mode, n_out)
     assert all(s.rows % 2 == 0 for s in w.segments[:-1]), "matvec pairs rows: segments must start at even rows"
     tk = 1 if T == 1 else 2 if T == 2 else 4 if T <= 4 else 8
-    q8 = use_q8(ops, T, w)
+    q8 = use_q8(ops, T, w, isinstance(x, Normed))
     q8_smem = K * 3 // 2 if q8 else 0       # int8 x and a (scale, sum) pair a 16 columns
     smem = q8_smem
     if isinstance(x, Normed):

@@ -100,7 +100,7 @@ inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
   unsigned char b[8]; memcpy(b, &x, 4); memcpy(b + 4, &y, 4);
   unsigned r = 0; for (int i = 0; i < 4; i++) r |= (unsigned)b[(s >> (4 * i)) & 7] << (8 * i); return r;
 }
-inline int __float2int_rn(float x) { return (int)nearbyintf(x); }   // round half to even
+inline float __fmul_rn(float a, float b) { volatile float p = a * b; return p; }   // never fused into an FMA
 inline int __dp4a(int a, int b, int c) {
   for (int i = 0; i < 4; i++) c += (int)(signed char)(a >> (8 * i)) * (int)(signed char)(b >> (8 * i));
   return c;

@@ -40,24 +40,40 @@ __device__ __forceinline__ float small_i2f(int v) { return __int_as_float(0x4B40
 
 // x[0..K) as int8 blocks of 16 columns: xq = rint(x / d) with d = max|x| / 127, and
 // ds[k / 16] = (d, d * sum xq), the sum for the formats' min / offset term. A thread takes 4
-// columns, so a block of 16 is 4 adjacent lanes; every thread runs every trip (the shuffles).
+// columns, so a block of 16 is 4 adjacent lanes. Each thread issues QB loads before it uses
+// any (x may come from L2: one round trip, not one a trip), and every thread runs every trip
+// (the shuffles). Rounding adds 1.5 * 2^23, whose sum's low byte is the rounded value.
+#define QB 8
 __device__ __forceinline__ void quantize_q8(const float* x, int K, float2* ds, u32* xq) {
-  const int n4 = K / 4;
-  for (int k0 = 0; k0 < n4; k0 += blockDim.x) {
-    const int k = k0 + threadIdx.x;
-    const float4 v = k < n4 ? reinterpret_cast<const float4*>(x)[k] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
-    amax = fmaxf(amax, __shfl_xor_sync(FULL_MASK, amax, 1));
-    amax = fmaxf(amax, __shfl_xor_sync(FULL_MASK, amax, 2));
-    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-    const int q0 = __float2int_rn(v.x * inv), q1 = __float2int_rn(v.y * inv);
-    const int q2 = __float2int_rn(v.z * inv), q3 = __float2int_rn(v.w * inv);
-    int sum = (q0 + q1) + (q2 + q3);
-    sum += __shfl_xor_sync(FULL_MASK, sum, 1);
-    sum += __shfl_xor_sync(FULL_MASK, sum, 2);
-    if (k < n4) {
-      xq[k] = (u32)(q0 & 0xFF) | (u32)(q1 & 0xFF) << 8 | (u32)(q2 & 0xFF) << 16 | (u32)q3 << 24;
-      if ((k & 3) == 0) ds[k >> 2] = make_float2(amax / 127.0f, amax / 127.0f * (float)sum);
+  const float4* x4 = reinterpret_cast<const float4*>(x);
+  const int n4 = K / 4, step = blockDim.x;
+  for (int k0 = 0; k0 < n4; k0 += QB * step) {
+    float4 v[QB];
+#pragma unroll
+    for (int u = 0; u < QB; u++) {
+      const int k = k0 + u * step + threadIdx.x;
+      v[u] = k < n4 ? x4[k] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+#pragma unroll
+    for (int u = 0; u < QB; u++) {
+      if (k0 + u * step >= n4) break;      // the same for every thread of the block
+      const int k = k0 + u * step + threadIdx.x;
+      float amax = fmaxf(fmaxf(fabsf(v[u].x), fabsf(v[u].y)), fmaxf(fabsf(v[u].z), fabsf(v[u].w)));
+      amax = fmaxf(amax, __shfl_xor_sync(FULL_MASK, amax, 1));
+      amax = fmaxf(amax, __shfl_xor_sync(FULL_MASK, amax, 2));
+      const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+      const u32 r0 = __float_as_uint(__fmul_rn(v[u].x, inv) + 12582912.0f);
+      const u32 r1 = __float_as_uint(__fmul_rn(v[u].y, inv) + 12582912.0f);
+      const u32 r2 = __float_as_uint(__fmul_rn(v[u].z, inv) + 12582912.0f);
+      const u32 r3 = __float_as_uint(__fmul_rn(v[u].w, inv) + 12582912.0f);
+      const u32 q = __byte_perm(__byte_perm(r0, r1, 0x0040), __byte_perm(r2, r3, 0x0040), 0x5410);
+      int sum = __dp4a((int)q, 0x01010101, 0);
+      sum += __shfl_xor_sync(FULL_MASK, sum, 1);
+      sum += __shfl_xor_sync(FULL_MASK, sum, 2);
+      if (k < n4) {
+        xq[k] = q;
+        if ((k & 3) == 0) ds[k >> 2] = make_float2(amax / 127.0f, amax / 127.0f * (float)sum);
+      }
     }
   }
 }
