@@ -18,7 +18,7 @@ TEMPLATED = {"attention_decode.cu", "attention_prefill.cu", "rope_kv.cu"}   # HE
 
 
 def variants(src):
-    if src.name == "attention_prefill_tc.cu":      # f16 caches, head sizes 32 to 128
+    if src.name in ("attention_prefill_tc.cu", "attention_decode_tc.cu"):   # f16 caches, head sizes 32 to 128
         return [{"HEAD_DIM": 128, "KV_T": "__half"}, {"HEAD_DIM": 64, "KV_T": "__half"}, {"HEAD_DIM": 96, "KV_T": "__half"}]
     if src.name == "matvec.cu":                    # f32 dots, and int8 ones at one token
         return [{}, {"Q8X": 1}]

@@ -69,6 +69,19 @@ def test_prefill_attention_of_an_f16_cache_runs_on_the_tensor_core_kernel(ops):
     assert "attention_prefill_tc" in built and "attention_prefill" not in built, built
 
 
+def test_decode_attention_of_an_f16_cache_runs_on_the_tensor_core_kernel():
+    """G = 2 and 4 query heads a KV head, an empty last split (L = 400), one split (L = 21) and
+    the new token's row in a split's fifth chunk (L = 1100) through attention_decode_tc.cu (the
+    f16 cache's decode kernel), against the CPU reference."""
+    ops = CUDAOps(device=emulator.EmuDevice())      # a device of its own: no kernel built before
+    check.poison(ops)
+    rng = np.random.default_rng(3)
+    assert_ok(check.check_attention(ops, rng, "float16", 16, 8, 128, True, False, [(1, 5), (1, 400), (1, 1100)]))
+    assert_ok(check.check_attention(ops, rng, "float16", 32, 8, 64, False, True, [(1, 70), (1, 21)]))
+    built = {key[0] for key in ops.dev._modules}
+    assert "attention_decode_tc" in built and "attention_decode" not in built, built
+
+
 def test_sampler_matches_cpu(ops):
     assert_ok(check.check_sampling(ops, np.random.default_rng(2), V=1500))
 

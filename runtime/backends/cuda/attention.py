@@ -1,6 +1,6 @@
 """Attention over the paged KV cache: one fused kernel for decode steps (q/k norm, RoPE,
-the cache write and split-K flash-decoding), rope_kv + a tiled causal kernel otherwise (on the
-tensor cores for an f16 cache).
+the cache write and split-K flash-decoding), rope_kv + a tiled causal kernel otherwise (both
+on the tensor cores for an f16 cache).
 
 KV cache: [layers, 2, (blocks + 1) * block_size, Hkv, D] in f16, bf16 (stored as u16) or
 f32; the extra block takes the writes of padded rows in graph buckets.
@@ -23,14 +23,29 @@ MIN_SPLIT_POSITIONS = 48
 
 
 PREFILL_TC = True          # False: the f32 prefill kernel for every cache (timing.py's comparison)
+DECODE_TC = True           # False: attention_decode.cu for every cache (step_settings.py's A/B, timing.py)
+
+
+def _tc_shape(kv_ctype: str, head_dim: int) -> bool:
+    """What the tensor-core kernels take: an f16 cache (f16 products; a bf16 or f32 cache keeps
+    its precision on the CUDA-core kernels) and head sizes of 32 to 128 in steps of 32."""
+    return kv_ctype == "__half" and head_dim % 32 == 0 and head_dim <= 128
 
 
 def prefill_kernel(kv_ctype: str, head_dim: int) -> str:
-    """attention_prefill_tc.cu (tensor cores, f16 products) for an f16 cache and head sizes of
-    32 to 128 in steps of 32; attention_prefill.cu (f32 on CUDA cores) otherwise, which keeps a
-    bf16 or f32 cache's precision."""
-    tc = PREFILL_TC and kv_ctype == "__half" and head_dim % 32 == 0 and head_dim <= 128
-    return "attention_prefill_tc" if tc else "attention_prefill"
+    """attention_prefill_tc.cu (tensor cores) where it applies, else attention_prefill.cu (f32)."""
+    return "attention_prefill_tc" if PREFILL_TC and _tc_shape(kv_ctype, head_dim) else "attention_prefill"
+
+
+def decode_kernel(kv_ctype: str, head_dim: int) -> str:
+    """attention_decode_tc.cu (tensor cores) where it applies, else attention_decode.cu (f32)."""
+    return "attention_decode_tc" if DECODE_TC and _tc_shape(kv_ctype, head_dim) else "attention_decode"
+
+
+def decode_smem(name: str, head_dim: int) -> int:
+    """Dynamic shared memory of a decode kernel: attention_decode_tc's four warps' K and V
+    slices, two stages of 16 rows of D + 8 halves each."""
+    return 512 * (head_dim + 8) if name == "attention_decode_tc" else 0
 
 
 def tile_queries(kv_ctype: str, head_dim: int, group: int) -> int:
@@ -58,14 +73,15 @@ def attention(ops, qkv, kv, layer: int, fb: CUDABatch, rope, p: AttentionParams)
     common = (rope.cos, rope.sin, p.q_norm, p.k_norm, np.float32(p.norm_eps), np.int32(p.interleaved))
     if fb.is_decode:
         S = splits(ops, T, Hkv)
-        assert 1 <= S <= 32, "attention_decode combines at most 32 splits"
+        assert 1 <= S <= 32, "the decode kernels combine at most 32 splits"
         part_acc = ops.alloc((T * Hq * S * D,), np.float32) if S > 1 else None
         part_ml = ops.alloc((T * Hq * S * 2,), np.float32) if S > 1 else None
         counters = ops.alloc((T * Hkv,), np.int32, zero=True)
-        mods["attention_decode"].attention_decode((S, Hkv, T), (128,), (
+        name = decode_kernel(ops.kv_ctype, D)
+        getattr(mods[name], name)((S, Hkv, T), (128,), (
             qkv, np.int32(Hq), np.int32(Hkv), fb.ctx, fb.slots, fb.tables, fb.stride,
             np.int32(fb.host.block_size), *common, np.float32(p.scale), k_cache, v_cache, out,
-            part_acc, part_ml, counters))
+            part_acc, part_ml, counters), decode_smem(name, D))
         return out
     q = ops.alloc((T, Hq * D), np.float32)
     mods["rope_kv"].rope_kv((T,), (128,), (

@@ -383,6 +383,8 @@ def run_checks(ops: CUDAOps, seed: int = 0) -> list[Result]:
     for Hq, Hkv, D, seqs in ((32, 8, 128, [(1, 400), (1, 21), (1, 1100)]), (16, 1, 96, [(1, 400), (1, 4096)]),
                              (16, 8, 64, [(1, int(n)) for n in rng.integers(1, 400, 33)])):
         results += check_attention(ops, rng, "float16", Hq, Hkv, D, True, False, seqs)
+    for kv_dtype in ("bfloat16", "float32"):    # attention_decode.cu at D = 96 (24 lanes a V row)
+        results += check_attention(ops, rng, kv_dtype, 16, 2, 96, True, False, [(1, 400), (1, 37)])
     return results
 
 

@@ -89,13 +89,14 @@ class CUDAOps:
         return self._scratch[:SCRATCH_VALUES * np.dtype(dtype).itemsize].view(dtype)
 
     def attention_kernels(self, head_dim: int, group: int) -> dict:
-        """The attention kernels for this head size and `group` query heads a KV head
-        (attention_decode's per-head arrays are sized by its next power of two)."""
+        """The attention kernels for this head size and `group` query heads a KV head, as
+        attention.py's settings choose them at this call (attention_decode's per-head arrays are
+        sized by its next power of two)."""
         defines = {"HEAD_DIM": head_dim, "KV_T": self.kv_ctype}
         mods = {f: self.dev.kernels(f, **defines) for f in (attn.prefill_kernel(self.kv_ctype, head_dim), "rope_kv")}
-        mods["attention_decode"] = self.dev.kernels(
-            "attention_decode", MAX_GROUP=1 << (group - 1).bit_length(),
-            MIN_SPLIT_POSITIONS=attn.MIN_SPLIT_POSITIONS, **defines)
+        decode = attn.decode_kernel(self.kv_ctype, head_dim)
+        mods[decode] = self.dev.kernels(decode, MAX_GROUP=1 << (group - 1).bit_length(),
+                                        MIN_SPLIT_POSITIONS=attn.MIN_SPLIT_POSITIONS, **defines)
         return mods
 
     # ---- weights, once at load -----------------------------------------------------

@@ -139,13 +139,16 @@ def report(ops) -> list[dict]:
         qkv = xp.asarray(rng.standard_normal((B, (Hq + 2 * Hkv) * D)).astype(np.float32))
         chosen = attn_mod.splits(ops, B, Hkv)
         for S in sorted({chosen, 2, 4, 8, 16, 32} if B == 1 else {chosen, 1, 2, 4}):
-            keep, attn_mod.splits = attn_mod.splits, lambda ops, n, h: S
-            try:
-                us = graph_us(ops, lambda i: ops.attention(qkv, kv, 0, cfb, rope, p), 1, 16)
-            finally:
-                attn_mod.splits = keep
-            add(f"attention_decode B={B} L={L} S={S}{' (chosen)' if S == chosen else ''} (Hq 16, Hkv 8, D 128, f16)",
-                us, 2 * B * L * Hkv * D * 2)
+            for tc in (False, True):            # attention_decode.cu, then attention_decode_tc.cu
+                keep, keep_tc = attn_mod.splits, attn_mod.DECODE_TC
+                attn_mod.splits, attn_mod.DECODE_TC = (lambda ops, n, h: S), tc
+                try:
+                    name = attn_mod.decode_kernel(ops.kv_ctype, D)
+                    us = graph_us(ops, lambda i: ops.attention(qkv, kv, 0, cfb, rope, p), 1, 16)
+                finally:
+                    attn_mod.splits, attn_mod.DECODE_TC = keep, keep_tc
+                add(f"{name} B={B} L={L} S={S}{' (chosen)' if S == chosen else ''} (Hq 16, Hkv 8, D 128, f16)",
+                    us, 2 * B * L * Hkv * D * 2)
 
     for L in (128, 2048):           # one sequence's prompt: rope_kv + the causal kernel, both kernels
         nblk = -(-L // bs)

@@ -6,20 +6,17 @@
 //     cache[slot[b], g] = (rope(norm(qkv[b, k_g]), pos), qkv[b, v_g])       (split owning pos)
 //     out[b, gG+j] = softmax_p(q_j . K[p]) V      over p < L, through the block table
 // Grid (S, Hkv, B). A sequence uses Se <= S splits, each of at least MIN_SPLIT_POSITIONS
-// positions (the graph of a decode step is captured once for every context length: short
-// contexts leave the rest of the grid idle rather than pay more partials to combine). Split s
-// covers ceil(blocks / Se) whole KV blocks; with Se > 1 it writes its (max, sum, unnormalised
-// output) to part_* and the last split of (b, g) to finish (a release/acquire counter, reset
-// for the next step, so the kernel replays inside a CUDA graph) combines them.
+// positions, split s covering ceil(blocks / Se) whole KV blocks (split_k.cuh); with Se > 1 it
+// writes its (max, sum, unnormalised output) to part_* and the last split of (b, g) to finish
+// (a release/acquire counter, reset for the next step, so the kernel replays inside a CUDA
+// graph) combines them.
 // Reference: cpu.py CPUOps.attention. Compile: nvcc -arch=sm_90 -cubin -I. -DHEAD_DIM=128
 // -DKV_T=__half attention_decode.cu. Napkin math: a token at L = 384 reads 2 * 384 * 8 * 128
 // * 2 B = 1.5 MB of cache per layer (f16), 3% of a 1.7B Q4_K_M layer's weights.
 #include "rope.cuh"
+#include "split_k.cuh"
 
 #define AD_THREADS 128
-#ifndef MIN_SPLIT_POSITIONS
-#define MIN_SPLIT_POSITIONS 48  // attention.py's: 0 runs every split of the grid
-#endif
 #ifndef MAX_GROUP
 #define MAX_GROUP 16    // query heads a KV head, rounded up to a power of two (attention.py)
 #endif
@@ -30,11 +27,16 @@ extern "C" __global__ void __launch_bounds__(AD_THREADS) attention_decode(
     const float* q_norm, const float* k_norm, float eps, int interleaved, float scale,
     KV_T* k_cache, KV_T* v_cache, float* out, float* part_acc, float* part_ml, int* counters) {
   constexpr int D = HEAD_DIM;
-  // P.V: lane owns DL consecutive dims of a V row (8- or 16-byte loads), LPR lanes a row, so
-  // the block reads NG rows at once and a thread sums every NG-th position of a tile.
+  // P.V: lane owns DL consecutive dims of a V row (8- or 16-byte loads), LPR lanes a row (D / DL
+  // rounded up to a power of two, so rows never straddle lanes of two position groups: at D = 96
+  // lanes 24-31 own no dims), so the block reads NG rows at once and a thread sums every NG-th
+  // position of a tile.
   constexpr int DL = D >= 128 ? D / 32 : 4;
-  constexpr int LPR = D / DL, NG = (AD_THREADS / 32) * (32 / LPR);
-  constexpr int KB = D / 8 < 8 ? D / 8 : 8;                   // K loads in flight a thread
+  constexpr int LPR = D / DL <= 4 ? 4 : D / DL <= 8 ? 8 : D / DL <= 16 ? 16 : 32;
+  constexpr int NG = (AD_THREADS / 32) * (32 / LPR);
+  static_assert(D % DL == 0 && D / DL <= 32, "HEAD_DIM: a V row in at most 32 lanes");
+  constexpr int KB = D % 64 == 0 ? 8 : D % 48 == 0 ? 6 : D % 32 == 0 ? 4 : D % 16 == 0 ? 2 : 1;  // K loads in flight
+  static_assert(D % (8 * KB) == 0, "HEAD_DIM: whole rounds of KB 8-element loads");
   constexpr int VB = 64 / DL;                                 // V loads in flight a thread
   __shared__ __align__(16) float qs[MAX_GROUP][D];
   __shared__ float tmp[4][D];
@@ -43,19 +45,15 @@ extern "C" __global__ void __launch_bounds__(AD_THREADS) attention_decode(
   __shared__ __align__(16) float sc_buf[SC];  // scores [MAX_GROUP][AD_THREADS]; at the end the P.V sums
   float (*sc)[AD_THREADS] = reinterpret_cast<float (*)[AD_THREADS]>(sc_buf);
   __shared__ float m_run[MAX_GROUP], l_run[MAX_GROUP], corr[MAX_GROUP];
-  __shared__ int is_last;
   __shared__ i64 slot_s[AD_THREADS];      // cache slot of each position of the current tile
 
   const int s = blockIdx.x, g = blockIdx.y, b = blockIdx.z, S = gridDim.x;
   const int G = Hq / Hkv, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int L = ctx_lens[b], pos = L - 1;
   const int* table = tables + (i64)b * table_stride[0];
-  const int nblk = (L + block_size - 1) / block_size;
-  const int min_blocks = (MIN_SPLIT_POSITIONS + block_size - 1) / block_size;
-  const int Se = min_blocks > 0 ? min(S, max(1, nblk / min_blocks)) : S;
+  const DecodeSplit sp = decode_split(L, block_size, s, S);
+  const int Se = sp.Se, start = sp.start, end = sp.end;
   if (s >= Se) return;        // an idle split of a short context (it reads and writes nothing)
-  const int per = (nblk + Se - 1) / Se;
-  const int start = min(L, s * per * block_size), end = min(L, (s + 1) * per * block_size);
   {                           // this block's first tile of cached K/V rows: before the wait
     const int p = start + tid;  // (the new token's slot is written below, after it)
     if (p < end) {
@@ -66,12 +64,7 @@ extern "C" __global__ void __launch_bounds__(AD_THREADS) attention_decode(
   }
   const float* cr = cos_t + (i64)pos * (D / 2);
   const float* sr = sin_t + (i64)pos * (D / 2);
-  if (warp == 0) {            // the q/k norm weights and this position's cos/sin rows, into L1
-    if (q_norm != nullptr) prefetch_lines<true>(q_norm, D * 4, lane, 32);
-    if (k_norm != nullptr) prefetch_lines<true>(k_norm, D * 4, lane, 32);
-    prefetch_lines<true>(cr, D * 2, lane, 32);
-    prefetch_lines<true>(sr, D * 2, lane, 32);
-  }
+  if (warp == 0) prefetch_norm_rope<D>(q_norm, k_norm, cr, sr);
   pdl_wait();
   pdl_launch();
   const float* row = qkv + (i64)b * (Hq + 2 * Hkv) * D;
@@ -94,6 +87,7 @@ extern "C" __global__ void __launch_bounds__(AD_THREADS) attention_decode(
   __syncthreads();
 
   const int d0 = (lane % LPR) * DL, part = warp * (32 / LPR) + lane / LPR;
+  const int dv = d0 < D ? d0 : 0;     // a lane past the row loads dims 0.. and stores nothing
   float acc[MAX_GROUP][DL];
 #pragma unroll
   for (int j = 0; j < MAX_GROUP; j++)
@@ -166,7 +160,7 @@ extern "C" __global__ void __launch_bounds__(AD_THREADS) attention_decode(
 #pragma unroll
       for (int u = 0; u < VB; u++) {
         const int i = min(i0 + u * NG, n - 1);
-        load_dims<DL>(v_cache + (slot_s[i] * Hkv + g) * D + d0, v[u]);
+        load_dims<DL>(v_cache + (slot_s[i] * Hkv + g) * D + dv, v[u]);
       }
 #pragma unroll
       for (int u = 0; u < VB; u++) {
@@ -196,7 +190,7 @@ extern "C" __global__ void __launch_bounds__(AD_THREADS) attention_decode(
   constexpr int HR = SC / (NW * D);                      // heads a round
   for (int j0 = 0; j0 < G; j0 += HR) {
     __syncthreads();                                     // red free
-    if (lane < LPR)
+    if (lane < LPR && d0 < D)
 #pragma unroll
       for (int j = 0; j < MAX_GROUP; j++)
         if (j >= j0 && j < j0 + HR && j < G)
@@ -215,42 +209,8 @@ extern "C" __global__ void __launch_bounds__(AD_THREADS) attention_decode(
   }
   if (Se == 1) return;
 
-  if (tid < G) {
-    part_ml[((head0 + tid) * S + s) * 2] = m_run[tid];
-    part_ml[((head0 + tid) * S + s) * 2 + 1] = l_run[tid];
-  }
-  // The barrier orders the block's partials before thread 0's release; its acquire (and the
-  // barrier after it) orders the last block's reads of every split's partials after them.
-  __syncthreads();
-  if (tid == 0) is_last = atomic_add_acq_rel(&counters[b * Hkv + g], 1) == Se - 1;
-  __syncthreads();
-  if (!is_last) return;
-  // Combine: each head's split weights once (a warp, lane k = split k, S <= 32), then every
-  // output reads its S partial accumulators with independent loads.
-  __shared__ float w_split[MAX_GROUP][32], inv_l[MAX_GROUP];
-  for (int j = warp; j < G; j += AD_THREADS / 32) {
-    const float* ml = part_ml + (head0 + j) * S * 2;
-    const float m = lane < Se ? ldcg(ml + 2 * lane) : NEG_INF;
-    const float l = lane < Se ? ldcg(ml + 2 * lane + 1) : 0.0f;
-    const float m_max = warp_max(m);                               // every lane shuffles
-    const float w = lane < Se ? expf(m - m_max) : 0.0f;            // empty split: m = -inf, w = 0
-    const float lsum = warp_sum(w * l);
-    w_split[j][lane] = w;
-    if (lane == 0) inv_l[j] = 1.0f / lsum;
-  }
-  __syncthreads();
-  // All 32 loads of an output issued at once (a split past Se re-reads split Se - 1 and
-  // weighs 0): the loop of 8 at a time was S / 8 dependent L2 round trips.
-  for (int e = tid; e < G * D; e += AD_THREADS) {
-    const int j = e / D, d = e % D;
-    const float* pa = part_acc + (head0 + j) * S * D + d;
-    float v[32];
-#pragma unroll
-    for (int k = 0; k < 32; k++) v[k] = ldcg(pa + (i64)min(k, Se - 1) * D);
-    float o = 0.0f;
-#pragma unroll
-    for (int k = 0; k < 32; k++) o += w_split[j][k] * v[k];
-    out[(head0 + j) * D + d] = o * inv_l[j];
-  }
-  if (tid == 0) counters[b * Hkv + g] = 0;
+  __shared__ __align__(16) float w_split[MAX_GROUP][32], inv_l[MAX_GROUP];
+  __shared__ int is_last;
+  combine_splits<D, AD_THREADS, false>(G, s, S, Se, head0, m_run, l_run, part_acc, part_ml, counters,
+                                       b * Hkv + g, out, w_split, inv_l, &is_last);
 }

@@ -8,13 +8,13 @@
 // warp. FlashAttention-2 (Dao 2023, algorithm 1) with mma.sync m16n8k16 (mma.cuh): the warp's
 // Q rows stay in registers as f16 A fragments (pre-scaled by scale * log2 e, so the softmax
 // is exp2), keys stream through shared memory KT at a time, double-buffered with cp.async;
-// S = Q K^T and O += P V accumulate in f32, P rounded to f16 for its product (the online
+// S = Q K^T and O += P V (flash.cuh) accumulate in f32, P rounded to f16 for its product (the online
 // softmax's max, sum and rescaling in f32).
 // Why: the f32 kernel reads a shared-memory operand for every FMA and ran at ~15 TFLOP/s;
 // on the H100 it was 86% of a 2048-token prefill of a 0.6B model (46.8 of 54.3 ms).
 // Reference: cpu.py CPUOps.attention (check.py check_attention, f16 cache). Compile: nvcc
 // -arch=sm_90 -cubin -I. -DHEAD_DIM=128 -DKV_T=__half attention_prefill_tc.cu.
-#include "mma.cuh"
+#include "flash.cuh"
 
 #define AT_THREADS 128
 #define AT_ROWS 64             // (query, head) rows a tile: 16 a warp (batch.py's tiles)
@@ -98,60 +98,15 @@ extern "C" __global__ void __launch_bounds__(AT_THREADS) attention_prefill_tc(
 
     // S = Q K^T for 16 rows x KT keys: n-tile n holds keys k0 + 8n + qc, + 1 of rows qr, qr + 8.
     float s[KT / 8][4];
-#pragma unroll
-    for (int n = 0; n < KT / 8; n++) {
-      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-#pragma unroll
-      for (int kk = 0; kk < NK; kk += 2) {
-        u32 b[4];       // keys 8n.. of dims 16kk + 8j (j = 0..3): k-steps kk and kk + 1
-        ldmatrix_x4(b, &ks[bf][8 * n + (lane & 7)][16 * kk + 8 * (lane >> 3)]);
-        mma_16816(s[n], qa[kk], b);
-        mma_16816(s[n], qa[kk + 1], b + 2);
-      }
-    }
-    float mx[2] = {m[0], m[1]};
+    flash_scores<KT / 8, NK>(s, qa, &ks[bf][0][0], LDH);
 #pragma unroll
     for (int n = 0; n < KT / 8; n++)
 #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        const int h = e >> 1;
-        if (k0 + 8 * n + qc + (e & 1) > qpos[h]) s[n][e] = NEG_INF;   // causal (and past kend)
-        mx[h] = fmaxf(mx[h], s[n][e]);
-      }
-    float c[2];
-#pragma unroll
-    for (int h = 0; h < 2; h++) {      // key 0 is in the first step, so mx is finite from there
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(FULL_MASK, mx[h], 1));
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(FULL_MASK, mx[h], 2));
-      c[h] = exp2f(m[h] - mx[h]);
-      m[h] = mx[h];
-      l[h] *= c[h];
-    }
-#pragma unroll
-    for (int n = 0; n < ND; n++) {
-      o[n][0] *= c[0]; o[n][1] *= c[0];
-      o[n][2] *= c[1]; o[n][3] *= c[1];
-    }
-    // P = exp2(S - m) as f16 A fragments of O += P V (k-step kp: keys 16kp.. = n-tiles 2kp, 2kp + 1).
+      for (int e = 0; e < 4; e++)
+        if (k0 + 8 * n + qc + (e & 1) > qpos[e >> 1]) s[n][e] = NEG_INF;   // causal (and past kend)
     u32 pa[KT / 16][4];
-#pragma unroll
-    for (int n = 0; n < KT / 8; n++) {
-      const float p0 = exp2f(s[n][0] - m[0]), p1 = exp2f(s[n][1] - m[0]);
-      const float p2 = exp2f(s[n][2] - m[1]), p3 = exp2f(s[n][3] - m[1]);
-      l[0] += p0 + p1;
-      l[1] += p2 + p3;
-      pa[n / 2][2 * (n & 1)] = pack_half2(p0, p1);
-      pa[n / 2][2 * (n & 1) + 1] = pack_half2(p2, p3);
-    }
-#pragma unroll
-    for (int kp = 0; kp < KT / 16; kp++)
-#pragma unroll
-      for (int n = 0; n < ND; n += 2) {
-        u32 b[4];       // V keys 16kp + 8 (j & 1).., dims 8 (n + j / 2)..: n-tiles n and n + 1
-        ldmatrix_x4_trans(b, &vs[bf][16 * kp + (lane & 7) + 8 * ((lane >> 3) & 1)][8 * n + 8 * (lane >> 4)]);
-        mma_16816(o[n], pa[kp], b);
-        mma_16816(o[n + 1], pa[kp], b + 2);
-      }
+    flash_softmax<KT / 8, ND>(s, m, l, o, pa);
+    flash_pv<KT / 16, ND>(o, pa, &vs[bf][0][0], LDH);
     __syncthreads();                   // the buffer is refilled two steps on
   }
 

@@ -39,6 +39,18 @@ __device__ __forceinline__ void norm_rope_head(const float* src, float* tmp, con
   __syncwarp();
 }
 
+// The q/k norm weights (either may be null) and a position's cos/sin rows into L1, by one warp:
+// a decode kernel reads them after pdl_wait().
+template <int D>
+__device__ __forceinline__ void prefetch_norm_rope(const float* q_norm, const float* k_norm, const float* cosr,
+                                                   const float* sinr) {
+  const int lane = threadIdx.x & 31;
+  if (q_norm != nullptr) prefetch_lines<true>(q_norm, D * 4, lane, 32);
+  if (k_norm != nullptr) prefetch_lines<true>(k_norm, D * 4, lane, 32);
+  prefetch_lines<true>(cosr, D * 2, lane, 32);
+  prefetch_lines<true>(sinr, D * 2, lane, 32);
+}
+
 // Eight consecutive cache elements as floats (one 16-byte load for 2-byte types).
 __device__ __forceinline__ void load8(const __half* p, float* out) {
   const uint4 v = *reinterpret_cast<const uint4*>(p);
