@@ -86,9 +86,8 @@ def test_default_precision_teacher_forced(tiny_gguf, tokenizer_cache, arch):
 @pytest.mark.parametrize("qtype", [Q.Q8_0, Q.Q4_K])
 def test_default_precision_decode_follows_cpu(tiny_gguf, tokenizer_cache, qtype):
     from tests.runtime.test_cuda_emulated import default_precision_decode_scenario
-    shape = KQUANT_SHAPE if qtype == Q.Q4_K else None
-    default_precision_decode_scenario(tiny_gguf("qwen3", qtype, shape, embed_qtype=Q.Q6_K), tokenizer_cache, make_ops,
-                                      steps=STEPS)
+    kw = {"shape": KQUANT_SHAPE, "embed_qtype": Q.Q6_K} if qtype == Q.Q4_K else {}
+    default_precision_decode_scenario(tiny_gguf("qwen3", qtype, **kw), tokenizer_cache, make_ops, steps=STEPS)
 
 
 @pytest.mark.parametrize("arch,seqs,bucket,precision", [("qwen3", 5, 8, EXACT), ("qwen2", 20, 32, EXACT),

@@ -24,6 +24,10 @@ MIN_SPLIT_POSITIONS = 48
 
 PREFILL_TC = True          # False: the f32 prefill kernel for every cache (timing.py's comparison)
 DECODE_TC = True           # False: attention_decode.cu for every cache (step_settings.py's A/B, timing.py)
+# Sequences a decode step up to which attention_decode_tc.cu runs: at batch 64 (one split a
+# sequence, 512 blocks of 70 KB shared memory, 3 an SM) it was 60 us against attention_decode's
+# 45; at 1 and 16 it was 1.3-1.6x faster (H100, L = 160-4096, 0c4a189).
+DECODE_TC_MAX_SEQS = 16
 
 
 def _tc_shape(kv_ctype: str, head_dim: int) -> bool:
@@ -37,9 +41,11 @@ def prefill_kernel(kv_ctype: str, head_dim: int) -> str:
     return "attention_prefill_tc" if PREFILL_TC and _tc_shape(kv_ctype, head_dim) else "attention_prefill"
 
 
-def decode_kernel(kv_ctype: str, head_dim: int) -> str:
-    """attention_decode_tc.cu (tensor cores) where it applies, else attention_decode.cu (f32)."""
-    return "attention_decode_tc" if DECODE_TC and _tc_shape(kv_ctype, head_dim) else "attention_decode"
+def decode_kernel(kv_ctype: str, head_dim: int, seqs: int) -> str:
+    """attention_decode_tc.cu (tensor cores) where it applies and the step has few sequences,
+    else attention_decode.cu (f32)."""
+    tc = DECODE_TC and seqs <= DECODE_TC_MAX_SEQS and _tc_shape(kv_ctype, head_dim)
+    return "attention_decode_tc" if tc else "attention_decode"
 
 
 def decode_smem(name: str, head_dim: int) -> int:
@@ -65,7 +71,7 @@ def splits(ops, num_seqs: int, n_kv_heads: int) -> int:
 def attention(ops, qkv, kv, layer: int, fb: CUDABatch, rope, p: AttentionParams):
     D, Hq, Hkv = p.head_dim, p.n_heads, p.n_kv_heads
     assert Hq % Hkv == 0 and Hq // Hkv <= 16, "attention kernels take up to 16 query heads a KV head"
-    mods = ops.attention_kernels(D, Hq // Hkv)
+    mods = ops.attention_kernels(D, Hq // Hkv, fb.num_tokens)
     k_cache, v_cache = kv[layer, 0], kv[layer, 1]
     T = fb.num_tokens
     # a padded prefill (graph bucket) has rows no tile writes: zeros, not NaN, flow on from them
@@ -77,7 +83,7 @@ def attention(ops, qkv, kv, layer: int, fb: CUDABatch, rope, p: AttentionParams)
         part_acc = ops.alloc((T * Hq * S * D,), np.float32) if S > 1 else None
         part_ml = ops.alloc((T * Hq * S * 2,), np.float32) if S > 1 else None
         counters = ops.alloc((T * Hkv,), np.int32, zero=True)
-        name = decode_kernel(ops.kv_ctype, D)
+        name = decode_kernel(ops.kv_ctype, D, T)
         getattr(mods[name], name)((S, Hkv, T), (128,), (
             qkv, np.int32(Hq), np.int32(Hkv), fb.ctx, fb.slots, fb.tables, fb.stride,
             np.int32(fb.host.block_size), *common, np.float32(p.scale), k_cache, v_cache, out,

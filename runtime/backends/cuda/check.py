@@ -379,9 +379,9 @@ def run_checks(ops: CUDAOps, seed: int = 0) -> list[Result]:
                 results += check_attention(ops, rng, kv_dtype, Hq, Hkv, D, norm, inter, seqs)
     # attention_decode_tc.cu (an f16 cache's decode kernel): G = 4 and 16 with an empty last split
     # (L = 400), one split (L = 21) and the new row in a split's fifth chunk or later (L = 1100,
-    # 4096); 33 sequences of 8 KV heads: one split each, several chunks a warp (as at batch 64)
+    # 4096); 16 sequences of 32 KV heads: one split each, several chunks a warp (as at batch 64)
     for Hq, Hkv, D, seqs in ((32, 8, 128, [(1, 400), (1, 21), (1, 1100)]), (16, 1, 96, [(1, 400), (1, 4096)]),
-                             (16, 8, 64, [(1, int(n)) for n in rng.integers(1, 400, 33)])):
+                             (64, 32, 64, [(1, int(n)) for n in rng.integers(1, 400, 16)])):
         results += check_attention(ops, rng, "float16", Hq, Hkv, D, True, False, seqs)
     for kv_dtype in ("bfloat16", "float32"):    # attention_decode.cu at D = 96 (24 lanes a V row)
         results += check_attention(ops, rng, kv_dtype, 16, 2, 96, True, False, [(1, 400), (1, 37)])

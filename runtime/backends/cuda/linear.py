@@ -74,8 +74,13 @@ MV_WARPS_PER_SM = {32: 24}
 MV_WARPS_PER_SM_OTHER = 32
 MV_SPLIT = None             # warps a row team, forced (check.py); None: mv_split's choice
 MV_UNROLL = 2               # matvec.cu at one token: 16-byte chunks of each row a lane loads before decoding
-MV_Q8 = True                # matvec.cu at one token, f16 gemm_dtype: int8 activations and __dp4a (False: f32)
-MV_Q8_PLAIN = True          # ... also for an input not norm-fused (its blocks load x from L2 to quantize it)
+# matvec.cu at one token, f16 gemm_dtype: int8 activations and __dp4a (False: the f32 dot), for
+# norm-fused inputs (qkv, gate/up) only: each block of a plain one (o_proj, down, the lm_head)
+# must first load x from L2 to quantize it, which cost more than the dot saved. H100, batch-1
+# graph of random Q4_K models with the tensor-core attention (0c4a189): 1.7B 1.316 ms f32, 1.267
+# int8 for norm-fused inputs, 1.367 int8 for all; 0.6B 0.785 / 0.801 / 0.862.
+MV_Q8 = True
+MV_Q8_PLAIN = False
 Q8_QTYPES = {2, 3, 6, 7, 8, 12, 13, 14}     # the formats with quant.cuh Int8<> decoders: all but F32/F16/BF16
 # Columns a 16-byte chunk of each format decodes to (quant.cuh's QK / C): a row has K / this chunks.
 CHUNK_COLS = {0: 4, 1: 8, 30: 8, 2: 32, 3: 32, 6: 32, 7: 32, 8: 16, 12: 32, 13: 32, 14: 32}

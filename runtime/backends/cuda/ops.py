@@ -88,13 +88,13 @@ class CUDAOps:
             self._scratch = self.xp.empty(SCRATCH_VALUES * 4, np.uint8)
         return self._scratch[:SCRATCH_VALUES * np.dtype(dtype).itemsize].view(dtype)
 
-    def attention_kernels(self, head_dim: int, group: int) -> dict:
+    def attention_kernels(self, head_dim: int, group: int, seqs: int = 1) -> dict:
         """The attention kernels for this head size and `group` query heads a KV head, as
-        attention.py's settings choose them at this call (attention_decode's per-head arrays are
-        sized by its next power of two)."""
+        attention.py's settings choose them at this call for decode steps of `seqs` sequences
+        (attention_decode's per-head arrays are sized by its next power of two)."""
         defines = {"HEAD_DIM": head_dim, "KV_T": self.kv_ctype}
         mods = {f: self.dev.kernels(f, **defines) for f in (attn.prefill_kernel(self.kv_ctype, head_dim), "rope_kv")}
-        decode = attn.decode_kernel(self.kv_ctype, head_dim)
+        decode = attn.decode_kernel(self.kv_ctype, head_dim, seqs)
         mods[decode] = self.dev.kernels(decode, MAX_GROUP=1 << (group - 1).bit_length(),
                                         MIN_SPLIT_POSITIONS=attn.MIN_SPLIT_POSITIONS, **defines)
         return mods
@@ -119,7 +119,8 @@ class CUDAOps:
 
     def kv_cache(self, n_layers, num_blocks, block_size, n_kv_heads, head_dim, n_heads):
         self.dev.use()
-        self.attention_kernels(head_dim, n_heads // n_kv_heads)   # compile (or load from CuPy's cache) now, not mid-request
+        for seqs in (1, attn.DECODE_TC_MAX_SEQS + 1):      # compile (or load from CuPy's cache) now, not mid-request
+            self.attention_kernels(head_dim, n_heads // n_kv_heads, seqs)
         self.trash_block = num_blocks
         self.tile_queries = attn.tile_queries(self.kv_ctype, head_dim, n_heads // n_kv_heads)
         max_blocks = max(1, num_blocks)

@@ -140,13 +140,13 @@ def report(ops) -> list[dict]:
         chosen = attn_mod.splits(ops, B, Hkv)
         for S in sorted({chosen, 2, 4, 8, 16, 32} if B == 1 else {chosen, 1, 2, 4}):
             for tc in (False, True):            # attention_decode.cu, then attention_decode_tc.cu
-                keep, keep_tc = attn_mod.splits, attn_mod.DECODE_TC
-                attn_mod.splits, attn_mod.DECODE_TC = (lambda ops, n, h: S), tc
+                keep = attn_mod.splits, attn_mod.DECODE_TC, attn_mod.DECODE_TC_MAX_SEQS
+                attn_mod.splits, attn_mod.DECODE_TC, attn_mod.DECODE_TC_MAX_SEQS = (lambda ops, n, h: S), tc, B
                 try:
-                    name = attn_mod.decode_kernel(ops.kv_ctype, D)
+                    name = attn_mod.decode_kernel(ops.kv_ctype, D, B)
                     us = graph_us(ops, lambda i: ops.attention(qkv, kv, 0, cfb, rope, p), 1, 16)
                 finally:
-                    attn_mod.splits, attn_mod.DECODE_TC = keep, keep_tc
+                    attn_mod.splits, attn_mod.DECODE_TC, attn_mod.DECODE_TC_MAX_SEQS = keep
                 add(f"{name} B={B} L={L} S={S}{' (chosen)' if S == chosen else ''} (Hq 16, Hkv 8, D 128, f16)",
                     us, 2 * B * L * Hkv * D * 2)
 
