@@ -4,9 +4,9 @@ Up to `matvec_max_tokens` rows, a matvec kernel reads each weight byte once per 
 the residual add + RMSNorm of a `Normed` input fused into its prologue and SiLU(gate) * up into
 its epilogue; graph-capturable. With f16 gemm_dtype (the default) Q4_K, Q6_K and Q8_0 weights
 go through matvec_tc.cu (f16 decode into tensor-core products, f32 sums: the precision of the
-paths beyond it) from 2 tokens, and at 1 token matvec.cu dots every quantized format with x
-rounded to int8 in blocks of 16 (__dp4a, as llama.cpp's MMVQ); with f32 gemm_dtype matvec.cu
-is exact in f32. Up to `matmul_max_tokens` rows
+paths beyond it) from 2 tokens, and at 1 token matvec.cu dots a norm-fused input (qkv,
+gate/up) rounded to int8 in blocks of 16 with any quantized format (__dp4a, as llama.cpp's
+MMVQ); otherwise, and with f32 gemm_dtype, matvec.cu is exact in f32. Up to `matmul_max_tokens` rows
 (f16 gemm_dtype), matmul.cu decodes the weight into shared memory and multiplies on the tensor
 cores, reading it once per 64 tokens. Beyond that, the weight is dequantized into a reused
 scratch buffer and multiplied by cuBLAS (f16 tensor cores with f32 accumulation, or f32), with
