@@ -49,12 +49,16 @@ def test_linear_formats(ops):
     q8 = [r.name for r in results if "matvec_q8" in r.name]
     assert all(any(f"linear {q.name} K=" in n and "T=1 matvec_q8" in n for n in q8) for q in (Q.Q4_K, Q.Q6_K, Q.Q8_0)), q8[:5]
     assert all(any(f"T=1 split={s}" in n for n in q8) for s in (1, 2, 4)), q8[:5]
+    assert any("T=1 matvec_q8 plain x" in n for n in q8) and any("gate/up" in n and "split=1 norm" in n for n in q8), q8
     assert any(dict(key[1]).get("Q8X") == 1 for key in ops.dev._modules if key[0] == "matvec")
 
 
 def test_attention_decode_split_k_and_prefill_after_prefix(ops):
     rng = np.random.default_rng(1)
-    assert_ok(check.check_attention(ops, rng, "float16", 16, 8, 128, True, False, [(1, 5), (1, 300), (1, 1100)]))
+    # attention_decode.cu (bf16 and f32 caches; f16 goes to attention_decode_tc.cu) over several
+    # splits, at D = 96 too (24 lanes a V row)
+    assert_ok(check.check_attention(ops, rng, "float32", 16, 8, 128, True, False, [(1, 5), (1, 300), (1, 1100)]))
+    assert_ok(check.check_attention(ops, rng, "bfloat16", 16, 2, 96, True, False, [(1, 400), (1, 1100)]))
     assert_ok(check.check_attention(ops, rng, "bfloat16", 6, 2, 64, False, True, [(7, 7), (9, 40), (1, 19)]))
 
 

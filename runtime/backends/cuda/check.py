@@ -79,7 +79,7 @@ def dequant(t: GGUFTensor) -> torch.Tensor:
 
 def q8_round(x: torch.Tensor) -> torch.Tensor:
     """x as matvec.cu's int8 path (Q8X) multiplies it: rounded in blocks of 16 columns to
-    multiples of d = max|x| / 127 (half to even, like __float2int_rn), so that path is checked
+    multiples of d = max|x| / 127 (half to even, as the kernel's rounding add), so that path is checked
     as exactly as the f32 one and not against the rounding's own error (~0.5%)."""
     blocks = x.float().reshape(*x.shape[:-1], -1, 16)
     amax = blocks.abs().amax(-1, keepdim=True)
@@ -116,13 +116,15 @@ def check_linear(ops: CUDAOps, rng, qtypes=QTYPES) -> list[Result]:
                 y = ops.linear(x, wq, dev.upload(bias))
                 kind = path(ops, T, w=wq)
                 ref_plain = cpu.linear(ref_x(kind, h_ref), W, torch.from_numpy(bias)).numpy()
-                ref_gu = cpu.linear(ref_x(path(ops, T, w=wq, normed=False), torch.from_numpy(a)), Wgu, act="silu_mul").numpy()
-                tol = TOL[kind]
                 tag = f"linear {qtype.name} K={K} T={T} {kind}"
-                out.append(Result(f"{tag} norm+bias", rel_err(dev.to_host(y), ref_plain), tol))
+                out.append(Result(f"{tag} norm+bias", rel_err(dev.to_host(y), ref_plain), TOL[kind]))
                 out.append(Result(f"{tag} residual sum", rel_err(dev.to_host(s_out), s_ref.numpy()), 1e-6))
-                y = ops.linear(dev.upload(a), ops.linear_weight(gate_up), act="silu_mul")
-                out.append(Result(f"{tag} silu(gate)*up", rel_err(dev.to_host(y), ref_gu), tol))
+                wgu = ops.linear_weight(gate_up)
+                y = ops.linear(dev.upload(a), wgu, act="silu_mul")
+                kind_gu = path(ops, T, w=wgu, normed=False)
+                ref_gu = cpu.linear(ref_x(kind_gu, torch.from_numpy(a)), Wgu, act="silu_mul").numpy()
+                out.append(Result(f"linear {qtype.name} K={K} T={T} {kind_gu} silu(gate)*up",
+                                  rel_err(dev.to_host(y), ref_gu), TOL[kind_gu]))
     tall = random_tensor("tall", Q.Q6_K, 9001, 256, rng)     # more row groups than the grid: blocks loop
     a = rng.standard_normal((2, 256)).astype(np.float32)
     ops._loaded.clear()
@@ -131,11 +133,16 @@ def check_linear(ops: CUDAOps, rng, qtypes=QTYPES) -> list[Result]:
     ref = cpu.linear(cpu.rms_norm(torch.from_numpy(a), torch.ones(256), 1e-6)[0], dequant(tall)).numpy()
     out.append(Result(f"linear Q6_K 9001x256 norm {path(ops, 2, w=wq)} (blocks loop over row groups)",
                       rel_err(dev.to_host(y), ref), TOL[path(ops, 2, w=wq)]))
-    y = ops.linear(dev.upload(a[:1]), wq)      # one plain token row: the int8 path's grid is capped too
-    kind = path(ops, 1, w=wq, normed=False)
-    out.append(Result(f"linear Q6_K 9001x256 T=1 {kind} (blocks loop over row groups)",
-                      rel_err(dev.to_host(y), cpu.linear(ref_x(kind, torch.from_numpy(a[:1])), dequant(tall)).numpy()),
-                      TOL[kind]))
+    for plain_q8 in (False, True):      # one plain token row (the lm_head's, x normed once): the f32 dot,
+        linear_mod.MV_Q8_PLAIN = plain_q8   # and the int8 one quantizing x from global memory, its grid capped
+        try:
+            y = ops.linear(dev.upload(a[:1]), wq)
+            kind = path(ops, 1, w=wq, normed=False)
+        finally:
+            linear_mod.MV_Q8_PLAIN = False
+        out.append(Result(f"linear Q6_K 9001x256 T=1 {kind} plain x (blocks loop over row groups)",
+                          rel_err(dev.to_host(y), cpu.linear(ref_x(kind, torch.from_numpy(a[:1])), dequant(tall)).numpy()),
+                          TOL[kind]))
     # 6 rows of a 1536-wide norm: exactly 48 KiB of dynamic shared memory next to the kernel's
     # static arrays, which needs the launch attribute raised (the 1.5B's lm_head failed here).
     wide = random_tensor("wide", Q.Q8_0, 40, 1536, rng)
@@ -192,15 +199,15 @@ def check_matvec_splits(ops: CUDAOps, rng) -> list[Result]:
             wp, wgu = ops.linear_weight([plain]), ops.linear_weight(gate_up)
             kind = path(ops, T, w=wp)
             ref_plain = cpu.linear(ref_x(kind, h_ref), W).numpy()
-            ref_gu = cpu.linear(ref_x(path(ops, T, w=wgu, normed=False), torch.from_numpy(a)), Wgu, act="silu_mul").numpy()
+            ref_gu = cpu.linear(ref_x(kind, h_ref), Wgu, act="silu_mul").numpy()
             for split in (1, 2, 4) + ((8,) if T > 1 else ()):
                 linear_mod.MV_SPLIT = split
                 try:
                     y = ops.linear(Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, None), wp)
                     out.append(Result(f"{kind} Q6_K 301x{K} T={T} split={split} norm",
                                       rel_err(dev.to_host(y), ref_plain), TOL[kind]))
-                    y = ops.linear(dev.upload(a), wgu, act="silu_mul")
-                    out.append(Result(f"{kind} Q4_K gate/up 2x130x{K} T={T} split={split}",
+                    y = ops.linear(Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, None), wgu, act="silu_mul")
+                    out.append(Result(f"{kind} Q4_K gate/up 2x130x{K} T={T} split={split} norm",
                                       rel_err(dev.to_host(y), ref_gu), TOL[kind]))
                 finally:
                     linear_mod.MV_SPLIT = None

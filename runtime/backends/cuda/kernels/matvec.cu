@@ -22,8 +22,8 @@
 // quant.cuh: one FMA a weight, the scale once a run of 16) is what T = 1 uses for Q4_K,
 // Q6_K and Q8_0. With -DQ8X=1 (linear.py, f16 gemm_dtype) T = 1 goes further for the formats
 // with an Int8 decoder (the quantized ones): each block quantizes x to int8 in
-// blocks of 16 (d = max|x| / 127, llama.cpp's MMVQ rounding of activations, ~0.3% of a
-// block's largest value) and a run of 16 weights costs 4 __dp4a plus its nibble masks.
+// blocks of 16 (d = max|x| / 127, rounded half to even; llama.cpp's MMVQ rounds activations
+// the same way in blocks of 32) and a run of 16 weights costs 4 __dp4a plus its nibble masks.
 #include "quant.cuh"
 #include "norm.cuh"
 
