@@ -200,17 +200,20 @@ def check_matvec_splits(ops: CUDAOps, rng) -> list[Result]:
             kind = path(ops, T, w=wp)
             ref_plain = cpu.linear(ref_x(kind, h_ref), W).numpy()
             ref_gu = cpu.linear(ref_x(kind, h_ref), Wgu, act="silu_mul").numpy()
-            for split in (1, 2, 4) + ((8,) if T > 1 else ()):
-                linear_mod.MV_SPLIT = split
+            keep_warps = linear_mod.MV_NORMED_WARPS
+            cases = [(4, s) for s in (1, 2, 4) + ((8,) if T > 1 else ())]
+            if T == 1:      # the wider blocks of a one-token launch with a prologue
+                cases += [(8, 1), (8, 4), (12, 1), (12, 4), (24, 2), (24, 8)]
+            for warps, split in cases:
+                linear_mod.MV_SPLIT, linear_mod.MV_NORMED_WARPS = split, warps
+                tag = f"T={T} split={split}" + (f" {warps} warps" if warps != 4 else "")
                 try:
                     y = ops.linear(Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, None), wp)
-                    out.append(Result(f"{kind} Q6_K 301x{K} T={T} split={split} norm",
-                                      rel_err(dev.to_host(y), ref_plain), TOL[kind]))
+                    out.append(Result(f"{kind} Q6_K 301x{K} {tag} norm", rel_err(dev.to_host(y), ref_plain), TOL[kind]))
                     y = ops.linear(Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, None), wgu, act="silu_mul")
-                    out.append(Result(f"{kind} Q4_K gate/up 2x130x{K} T={T} split={split} norm",
-                                      rel_err(dev.to_host(y), ref_gu), TOL[kind]))
+                    out.append(Result(f"{kind} Q4_K gate/up 2x130x{K} {tag} norm", rel_err(dev.to_host(y), ref_gu), TOL[kind]))
                 finally:
-                    linear_mod.MV_SPLIT = None
+                    linear_mod.MV_SPLIT, linear_mod.MV_NORMED_WARPS = None, keep_warps
     ops.gemm_dtype = keep
     return out
 

@@ -72,6 +72,10 @@ NORM_ONCE_ROWS = 65536      # from this many outputs (the lm_head) the norm runs
 # faster at 32 (1.7B Q8_0 1.588 against 1.700 ms at 24), each warp walking less of a row.
 MV_WARPS_PER_SM = {32: 24}
 MV_WARPS_PER_SM_OTHER = 32
+# Warps a block of a one-token matvec with a prologue (norm-fused or int8 x: each block reads
+# x, the residual and the norm weight from L2 again): 4, 8, 12 or 24, at 24 warps an SM.
+MV_NORMED_WARPS = 12
+MV_NW_SMEM = True
 MV_SPLIT = None             # warps a row team, forced (check.py); None: mv_split's choice
 MV_UNROLL = 2               # matvec.cu at one token: 16-byte chunks of each row a lane loads before decoding
 # matvec.cu at one token, f16 gemm_dtype: int8 activations and __dp4a (False: the f32 dot), for
@@ -97,7 +101,7 @@ def mv_split(ops, warps: int, K: int, w: QuantLinear, teams: int, tokens: int) -
     chunks = K // max(cols)
     per_sm = MV_WARPS_PER_SM.get(min(cols), MV_WARPS_PER_SM_OTHER) if tokens == 1 else MV_WARPS_PER_SM_OTHER
     split = 1
-    while (2 * split <= warps and 16 * 2 * split <= chunks
+    while (2 * split <= warps and warps % (2 * split) == 0 and 16 * 2 * split <= chunks
            and teams * 2 * split <= per_sm * ops.dev.sm_count):
         split *= 2
     return split
@@ -150,26 +154,29 @@ def matvec(ops, x, w: QuantLinear, bias, act):
     q8 = use_q8(ops, T, w, isinstance(x, Normed))
     q8_smem = K * 3 // 2 if q8 else 0       # int8 x and a (scale, sum) pair a 16 columns
     smem = q8_smem
+    nw_smem = int(MV_NW_SMEM and tk == 1 and isinstance(x, Normed))
     if isinstance(x, Normed):
-        smem += tk * K * 4
+        smem += tk * K * 4 + nw_smem * K * 4
         if smem > ops.dev.max_smem - 1024:
-            x, smem = materialize(ops, x), q8_smem
+            x, smem, nw_smem = materialize(ops, x), q8_smem, 0
     out = ops.alloc((T, n_out), np.float32)
-    warps = MV_WARPS[tk]
+    prologue = isinstance(x, Normed) or q8
+    warps = MV_NORMED_WARPS if tk == 1 and prologue else MV_WARPS[tk]
     teams = (n_out + (0 if mode else 1)) // (1 if mode else 2)      # row pairs, or gate/up pairs
     split = mv_split(ops, warps, K, w, teams, tk)
     per_block = warps // split * (1 if mode else 2)
     groups = (n_out + per_block - 1) // per_block
-    if (isinstance(x, Normed) or q8) and NORMED_BLOCKS_PER_SM[tk]:   # each block norms / quantizes x again
-        groups = min(groups, NORMED_BLOCKS_PER_SM[tk] * ops.dev.sm_count)
+    if prologue and NORMED_BLOCKS_PER_SM[tk]:   # each block norms / quantizes x again
+        groups = min(groups, NORMED_BLOCKS_PER_SM[tk] * MV_WARPS[tk] // warps * ops.dev.sm_count)
     grid = (groups, (T + tk - 1) // tk)
     if isinstance(x, Normed):
         inputs = (None, np.int32(K), np.int32(T), x.a, x.b, x.weight, np.float32(x.eps),
                   x.sum_out if x.b is not None else None)
     else:
         inputs = (x, np.int32(K), np.int32(T), None, None, None, np.float32(0), None)
-    module = ops.dev.kernels("matvec", QTYPES=qtype_mask(w), MV_UNROLL=MV_UNROLL, Q8X=int(q8))
-    getattr(module, f"matvec_t{tk}")(grid, (32 * warps,), (
+    extra = {"NW_SMEM": 1} if nw_smem else {}
+    module = ops.dev.kernels("matvec", QTYPES=qtype_mask(w), MV_UNROLL=MV_UNROLL, Q8X=int(q8), **extra)
+    getattr(module, f"matvec_t{tk}" if warps == MV_WARPS[tk] else f"matvec_t{tk}_w{warps}")(grid, (32 * warps,), (
         w.table, np.int32(len(w.segments)), np.int32(K), np.int32(n_out), np.int32(mode), np.int32(split), *inputs,
         bias, out, np.int32(n_out)), smem)
     return out

@@ -31,6 +31,9 @@
 #define MV_UNROLL 2     // chunks a lane loads before it decodes them, at T = 1 (linear.py)
 #endif
 static_assert(MV_UNROLL >= 1, "MV_UNROLL: chunks a lane loads a round, at least 1");
+#ifndef NW_SMEM
+#define NW_SMEM 0       // 1: at one token the norm weight goes to shared memory before the wait (linear.py)
+#endif
 #ifndef Q8X
 #define Q8X 0           // 1: int8 activations and __dp4a at one token (linear.py)
 #endif
@@ -233,15 +236,26 @@ __device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int
         prefetch_lines(q[1], nbytes[2], first, step);
         prefetch_lines(s[1], nbytes[3], first, step);
       }
+  // One token: the norm weight does not depend on the step, so it is copied into shared
+  // memory now (behind x and its int8 form), and after the wait the prologue reads only the
+  // residual stream from L2.
+  const float* nw = norm_w;
+  if (T == 1 && NW_SMEM && norm_w != nullptr) {
+    float* ws = xs + K + (Q8X ? K * 3 / 8 : 0);
+    for (int k = 4 * threadIdx.x; k < K; k += 4 * blockDim.x) cp_async16(ws + k, norm_w + k);
+    cp_async_commit();
+    nw = ws;
+  }
   pdl_wait();
   pdl_launch();
 
   const float* xbase = x + (i64)t0 * ldx;
   int ld = ldx;
   if (norm_w != nullptr) {
+    if (T == 1 && NW_SMEM) cp_async_wait<0>();      // seen by all after norm_prologue's barriers
     for (int t = 0; t < nt; t++) {
       const i64 off = (i64)(t0 + t) * K;
-      norm_prologue(norm_a + off, norm_b != nullptr ? norm_b + off : nullptr, norm_w, eps, K,
+      norm_prologue(norm_a + off, norm_b != nullptr ? norm_b + off : nullptr, nw, eps, K,
                     norm_sum != nullptr && blockIdx.x == 0 ? norm_sum + off : nullptr, xs + t * K, red);
     }
     xbase = xs;
@@ -307,8 +321,8 @@ __device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int
   }
 }
 
-#define MATVEC_KERNEL(T, W)                                                                     \
-  extern "C" __global__ void __launch_bounds__(W * 32) matvec_t##T(                              \
+#define MATVEC_KERNEL(NAME, T, W)                                                               \
+  extern "C" __global__ void __launch_bounds__(W * 32) NAME(                                     \
       const Segment* segs, int nseg, int K, int n_out, int mode, int split, const float* x,      \
       int ldx, int ntok, const float* norm_a, const float* norm_b, const float* norm_w,          \
       float eps, float* norm_sum, const float* bias, float* y, int ldy) {                        \
@@ -318,7 +332,11 @@ __device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int
 // Warps a block (linear.py's MV_WARPS): at T = 1 blocks of 4, many of them, were faster on the
 // H100 than blocks of 8 (24 warps an SM at 80 registers); from T = 2, blocks of 8 with the
 // grid of a norm-fused launch capped (its prologue is then paid by fewer blocks).
-MATVEC_KERNEL(1, 4)
-MATVEC_KERNEL(2, 8)
-MATVEC_KERNEL(4, 8)
-MATVEC_KERNEL(8, 8)
+MATVEC_KERNEL(matvec_t1, 1, 4)
+MATVEC_KERNEL(matvec_t2, 2, 8)
+MATVEC_KERNEL(matvec_t4, 4, 8)
+MATVEC_KERNEL(matvec_t8, 8, 8)
+// One token with a prologue (norm, int8 quantization): blocks of MV_NORMED_WARPS (linear.py).
+MATVEC_KERNEL(matvec_t1_w8, 1, 8)
+MATVEC_KERNEL(matvec_t1_w12, 1, 12)
+MATVEC_KERNEL(matvec_t1_w24, 1, 24)
