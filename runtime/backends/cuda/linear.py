@@ -59,9 +59,10 @@ def linear(ops, x, w: QuantLinear, bias=None, act: str | None = None):
 
 
 MV_WARPS = {1: 4, 2: 8, 4: 8, 8: 8}  # matvec.cu's matvec_t<T>: warps a block, 1-2 weight rows each
-# A norm-fused matvec's grid, blocks an SM: each block pays the norm prologue, so beyond this
-# many blocks they walk the row groups (T = 1: the 24 warps an SM that fit, gate/up 15.1 ->
-# 13.9 us on the H100, qkv's 512 groups fit uncapped; from T = 2: 16 warps an SM).
+# A norm-fused matvec's grid, blocks of MV_WARPS an SM: each block pays the norm prologue, so
+# beyond this many blocks they walk the row groups (T = 1: the 24 warps an SM that fit, gate/up
+# 15.1 -> 13.9 us on the H100; from T = 2: 16 warps an SM). Blocks of MV_NORMED_WARPS keep the
+# same warps an SM.
 NORMED_BLOCKS_PER_SM = {1: 6, 2: 2, 4: 2, 8: 2}
 NORMED_TC_BLOCKS_PER_SM = 3  # the same for matvec_tc.cu's blocks of 8 warps (24 warps an SM)
 NORM_ONCE_ROWS = 65536      # from this many outputs (the lm_head) the norm runs once, not in every block
@@ -72,10 +73,12 @@ NORM_ONCE_ROWS = 65536      # from this many outputs (the lm_head) the norm runs
 # faster at 32 (1.7B Q8_0 1.588 against 1.700 ms at 24), each warp walking less of a row.
 MV_WARPS_PER_SM = {32: 24}
 MV_WARPS_PER_SM_OTHER = 32
-# Warps a block of a one-token matvec with a prologue (norm-fused or int8 x: each block reads
-# x, the residual and the norm weight from L2 again): 4, 8, 12 or 24, at 24 warps an SM.
-MV_NORMED_WARPS = 12
-MV_NW_SMEM = True
+# Warps a block of a one-token matvec with a prologue (norm-fused or int8 x): each block reads
+# x, the residual and the norm weight (24 KB at K = 2048) from L2 again, and blocks of 4 at 6 an
+# SM made that traffic 4 of qkv's 7.7 us (1.7B). Blocks of 8 (matvec_t1_w8) at 3 an SM halve it.
+# H100, batch-1 graph of random Q4_K models (one process, step_settings.py): 4 warps 0.788 / 1.261 ms
+# (0.6B / 1.7B), 8 warps 0.753 / 1.151; 12 warps 0.759 / 1.146 and 24 0.773 / 1.153 were no better.
+MV_NORMED_WARPS = 8         # 4 (matvec_t1) or 8
 MV_SPLIT = None             # warps a row team, forced (check.py); None: mv_split's choice
 MV_UNROLL = 2               # matvec.cu at one token: 16-byte chunks of each row a lane loads before decoding
 # matvec.cu at one token, f16 gemm_dtype: int8 activations and __dp4a (False: the f32 dot), for
@@ -101,7 +104,7 @@ def mv_split(ops, warps: int, K: int, w: QuantLinear, teams: int, tokens: int) -
     chunks = K // max(cols)
     per_sm = MV_WARPS_PER_SM.get(min(cols), MV_WARPS_PER_SM_OTHER) if tokens == 1 else MV_WARPS_PER_SM_OTHER
     split = 1
-    while (2 * split <= warps and warps % (2 * split) == 0 and 16 * 2 * split <= chunks
+    while (2 * split <= warps and 16 * 2 * split <= chunks
            and teams * 2 * split <= per_sm * ops.dev.sm_count):
         split *= 2
     return split
@@ -154,11 +157,10 @@ def matvec(ops, x, w: QuantLinear, bias, act):
     q8 = use_q8(ops, T, w, isinstance(x, Normed))
     q8_smem = K * 3 // 2 if q8 else 0       # int8 x and a (scale, sum) pair a 16 columns
     smem = q8_smem
-    nw_smem = int(MV_NW_SMEM and tk == 1 and isinstance(x, Normed))
     if isinstance(x, Normed):
-        smem += tk * K * 4 + nw_smem * K * 4
+        smem += tk * K * 4
         if smem > ops.dev.max_smem - 1024:
-            x, smem, nw_smem = materialize(ops, x), q8_smem, 0
+            x, smem = materialize(ops, x), q8_smem
     out = ops.alloc((T, n_out), np.float32)
     prologue = isinstance(x, Normed) or q8
     warps = MV_NORMED_WARPS if tk == 1 and prologue else MV_WARPS[tk]
@@ -174,8 +176,7 @@ def matvec(ops, x, w: QuantLinear, bias, act):
                   x.sum_out if x.b is not None else None)
     else:
         inputs = (x, np.int32(K), np.int32(T), None, None, None, np.float32(0), None)
-    extra = {"NW_SMEM": 1} if nw_smem else {}
-    module = ops.dev.kernels("matvec", QTYPES=qtype_mask(w), MV_UNROLL=MV_UNROLL, Q8X=int(q8), **extra)
+    module = ops.dev.kernels("matvec", QTYPES=qtype_mask(w), MV_UNROLL=MV_UNROLL, Q8X=int(q8))
     getattr(module, f"matvec_t{tk}" if warps == MV_WARPS[tk] else f"matvec_t{tk}_w{warps}")(grid, (32 * warps,), (
         w.table, np.int32(len(w.segments)), np.int32(K), np.int32(n_out), np.int32(mode), np.int32(split), *inputs,
         bias, out, np.int32(n_out)), smem)

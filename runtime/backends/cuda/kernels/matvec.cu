@@ -10,11 +10,12 @@
 // Reference: check.py ref_linear / ref_rms_norm (torch on gguf-dequantized weights).
 // Compile check: nvcc -arch=sm_90 -cubin -I. matvec.cu (tests compile it for sm_80, sm_90).
 //
-// Work split: W warps a block (4 at T = 1, else 8) in W / S row teams of S warps (S = `split`,
-// a power of two up to W: linear.py raises it while the GPU has room, so a narrow weight with long rows
-// still fills the SMs); a team owns 2 weight rows (two output rows, or the gate and up rows
-// of one output) and its 32 S lanes take consecutive 16-byte chunks of them; a team's warps
-// add their partial sums through shared memory in warp order. blockIdx.y walks groups of T
+// Work split: W warps a block (4 at T = 1, 8 there with a prologue, else 8) in W / S row teams
+// of S warps (S = `split`, a power of two up to W: linear.py raises it while the GPU has room,
+// so a narrow weight with long rows still fills the SMs); a team owns 2 weight rows (two
+// output rows, or the gate and up rows of one output) and its 32 S lanes take consecutive
+// 16-byte chunks of them; a team's warps add their partial sums through shared memory in
+// warp order. blockIdx.y walks groups of T
 // tokens. Napkin math at T = 1: HBM delivers ~11.5 B/clk/SM, i.e. 20 Q4_K
 // weights/clk/SM, against 128 instructions/clk/SM, so a weight may cost ~6 instructions a
 // row; the get4 decode (nibble, int-to-float, scale FMA, dot FMA) cost ~7 and the kernel
@@ -31,9 +32,6 @@
 #define MV_UNROLL 2     // chunks a lane loads before it decodes them, at T = 1 (linear.py)
 #endif
 static_assert(MV_UNROLL >= 1, "MV_UNROLL: chunks a lane loads a round, at least 1");
-#ifndef NW_SMEM
-#define NW_SMEM 0       // 1: at one token the norm weight goes to shared memory before the wait (linear.py)
-#endif
 #ifndef Q8X
 #define Q8X 0           // 1: int8 activations and __dp4a at one token (linear.py)
 #endif
@@ -236,26 +234,15 @@ __device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int
         prefetch_lines(q[1], nbytes[2], first, step);
         prefetch_lines(s[1], nbytes[3], first, step);
       }
-  // One token: the norm weight does not depend on the step, so it is copied into shared
-  // memory now (behind x and its int8 form), and after the wait the prologue reads only the
-  // residual stream from L2.
-  const float* nw = norm_w;
-  if (T == 1 && NW_SMEM && norm_w != nullptr) {
-    float* ws = xs + K + (Q8X ? K * 3 / 8 : 0);
-    for (int k = 4 * threadIdx.x; k < K; k += 4 * blockDim.x) cp_async16(ws + k, norm_w + k);
-    cp_async_commit();
-    nw = ws;
-  }
   pdl_wait();
   pdl_launch();
 
   const float* xbase = x + (i64)t0 * ldx;
   int ld = ldx;
   if (norm_w != nullptr) {
-    if (T == 1 && NW_SMEM) cp_async_wait<0>();      // seen by all after norm_prologue's barriers
     for (int t = 0; t < nt; t++) {
       const i64 off = (i64)(t0 + t) * K;
-      norm_prologue(norm_a + off, norm_b != nullptr ? norm_b + off : nullptr, nw, eps, K,
+      norm_prologue(norm_a + off, norm_b != nullptr ? norm_b + off : nullptr, norm_w, eps, K,
                     norm_sum != nullptr && blockIdx.x == 0 ? norm_sum + off : nullptr, xs + t * K, red);
     }
     xbase = xs;
@@ -329,14 +316,13 @@ __device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int
     matvec<T, W>(segs, nseg, K, n_out, mode, split, x, ldx, ntok, norm_a, norm_b, norm_w, eps,   \
                  norm_sum, bias, y, ldy);                                                        \
   }
-// Warps a block (linear.py's MV_WARPS): at T = 1 blocks of 4, many of them, were faster on the
-// H100 than blocks of 8 (24 warps an SM at 80 registers); from T = 2, blocks of 8 with the
-// grid of a norm-fused launch capped (its prologue is then paid by fewer blocks).
+// Warps a block (linear.py's MV_WARPS): at T = 1 with a plain x blocks of 4, many of them, were
+// faster on the H100 than blocks of 8 (24 warps an SM at 80 registers); from T = 2, blocks of 8
+// with the grid of a norm-fused launch capped (its prologue is then paid by fewer blocks).
 MATVEC_KERNEL(matvec_t1, 1, 4)
 MATVEC_KERNEL(matvec_t2, 2, 8)
 MATVEC_KERNEL(matvec_t4, 4, 8)
 MATVEC_KERNEL(matvec_t8, 8, 8)
-// One token with a prologue (norm, int8 quantization): blocks of MV_NORMED_WARPS (linear.py).
+// One token with a prologue (norm-fused or int8 x): blocks of 8 warps, 3 an SM (linear.py
+// MV_NORMED_WARPS), so half as many blocks re-read x, the residual and the norm weight from L2.
 MATVEC_KERNEL(matvec_t1_w8, 1, 8)
-MATVEC_KERNEL(matvec_t1_w12, 1, 12)
-MATVEC_KERNEL(matvec_t1_w24, 1, 24)
