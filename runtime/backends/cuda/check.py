@@ -369,7 +369,15 @@ def check_sampling(ops: CUDAOps, rng, V: int = 5000) -> list[Result]:
     got = ops.sample(ops.dev.upload(logits), sb)
     raw = torch.log_softmax(torch.from_numpy(logits).double(), -1)
     exact_entropy = -(raw.exp() * raw).sum(-1).numpy()
+    # Rows with no finite logit (a model gone to NaN, a mask that allows nothing), greedy and
+    # sampled: still a token of the vocabulary (the embedding of the next step reads its row).
+    nonfinite = np.full((4, V), np.nan, np.float32)
+    nonfinite[2:] = -np.inf
+    sb_nf = SamplingBatch.build([(SamplingParams(temperature=t, seed=7), [1, 2], 1) for t in (0.0, 1.0, 0.0, 1.0)], V)
+    ids_nf = np.asarray(ops.sample(ops.dev.upload(nonfinite), sb_nf).token_ids)
     return [Result("sample ids (all params)", float((ref.token_ids != got.token_ids).sum()), 0),
+            Result("sample ids of rows with no finite logit within the vocabulary",
+                   float(((ids_nf < 0) | (ids_nf >= V)).sum()), 0),
             Result("sample logprobs", rel_err(got.logprobs, ref.logprobs), 1e-5),
             Result("sample entropy (vs float64)", rel_err(got.entropy, exact_entropy), 1e-6),
             Result("sample entropy (vs cpu.py)", rel_err(got.entropy, ref.entropy), 1e-4),

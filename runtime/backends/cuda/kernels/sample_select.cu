@@ -44,6 +44,7 @@ extern "C" __global__ void __launch_bounds__(SS_THREADS) sample_select(
   for (int i = tid; i < V; i += SS_THREADS)
     if (allowed(mask, i)) argmax_merge(m, id, temp > 0.0f ? x[i] / temp : x[i], i);
   block_argmax(m, id, redv, redi);
+  id = min(id, V - 1);      // no finite allowed logit (NaN, a mask allowing nothing): still a token
 
   if (temp > 0.0f) {
     float s = 0.0f;

@@ -67,6 +67,7 @@ extern "C" __global__ void __launch_bounds__(SS_THREADS) sample_stats(
   for (int k = tid; k < NB; k += SS_THREADS)
     argmax_merge(mb, ib, ldcg(part_m + r * NB + k), ldcg(part_id + r * NB + k));
   block_argmax(mb, ib, redv, redi);              // mb: the row's max, ib: its argmax
+  ib = min(ib, V - 1);      // a row without a finite logit (NaN) still names a token: the next embed reads it
   double S = 0.0, W = 0.0;
   for (int k = tid; k < NB; k += SS_THREADS) {
     const float mk = ldcg(part_m + r * NB + k);
