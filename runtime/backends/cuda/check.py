@@ -200,20 +200,26 @@ def check_matvec_splits(ops: CUDAOps, rng) -> list[Result]:
             kind = path(ops, T, w=wp)
             ref_plain = cpu.linear(ref_x(kind, h_ref), W).numpy()
             ref_gu = cpu.linear(ref_x(kind, h_ref), Wgu, act="silu_mul").numpy()
-            keep_warps = linear_mod.MV_NORMED_WARPS
+            keep_warps = linear_mod.MV_NORMED_WARPS, linear_mod.MV_PLAIN_WARPS
+            kind_p = path(ops, T, w=wp, normed=False)
+            ref_p = cpu.linear(ref_x(kind_p, torch.from_numpy(a)), W).numpy()
             cases = [(4, s) for s in (1, 2, 4) + ((8,) if T > 1 else ())]
-            if T == 1:      # the wider blocks of a one-token launch with a prologue
+            if T == 1:      # one-token launches in blocks of 8 (MV_NORMED_WARPS, MV_PLAIN_WARPS)
                 cases += [(8, 1), (8, 2), (8, 4), (8, 8)]
             for warps, split in cases:
-                linear_mod.MV_SPLIT, linear_mod.MV_NORMED_WARPS = split, warps
+                linear_mod.MV_SPLIT = split
+                linear_mod.MV_NORMED_WARPS = linear_mod.MV_PLAIN_WARPS = warps
                 tag = f"T={T} split={split}" + (f" {warps} warps" if warps != 4 else "")
                 try:
                     y = ops.linear(Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, None), wp)
                     out.append(Result(f"{kind} Q6_K 301x{K} {tag} norm", rel_err(dev.to_host(y), ref_plain), TOL[kind]))
                     y = ops.linear(Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, None), wgu, act="silu_mul")
                     out.append(Result(f"{kind} Q4_K gate/up 2x130x{K} {tag} norm", rel_err(dev.to_host(y), ref_gu), TOL[kind]))
+                    y = ops.linear(dev.upload(a), wp)
+                    out.append(Result(f"{kind_p} Q6_K 301x{K} {tag} plain x", rel_err(dev.to_host(y), ref_p), TOL[kind_p]))
                 finally:
-                    linear_mod.MV_SPLIT, linear_mod.MV_NORMED_WARPS = None, keep_warps
+                    linear_mod.MV_SPLIT = None
+                    linear_mod.MV_NORMED_WARPS, linear_mod.MV_PLAIN_WARPS = keep_warps
     ops.gemm_dtype = keep
     return out
 

@@ -79,6 +79,7 @@ MV_WARPS_PER_SM_OTHER = 32
 # H100, batch-1 graph of random Q4_K models (one process, step_settings.py): 4 warps 0.788 / 1.261 ms
 # (0.6B / 1.7B), 8 warps 0.753 / 1.151; 12 warps 0.759 / 1.146 and 24 0.773 / 1.153 were no better.
 MV_NORMED_WARPS = 8         # 4 (matvec_t1) or 8
+MV_PLAIN_WARPS = 4          # the same for one-token launches without a prologue (o_proj, down, the lm_head)
 MV_SPLIT = None             # warps a row team, forced (check.py); None: mv_split's choice
 MV_UNROLL = 2               # matvec.cu at one token: 16-byte chunks of each row a lane loads before decoding
 # matvec.cu at one token, f16 gemm_dtype: int8 activations and __dp4a (False: the f32 dot), for
@@ -163,7 +164,7 @@ def matvec(ops, x, w: QuantLinear, bias, act):
             x, smem = materialize(ops, x), q8_smem
     out = ops.alloc((T, n_out), np.float32)
     prologue = isinstance(x, Normed) or q8
-    warps = MV_NORMED_WARPS if tk == 1 and prologue else MV_WARPS[tk]
+    warps = (MV_NORMED_WARPS if prologue else MV_PLAIN_WARPS) if tk == 1 else MV_WARPS[tk]
     teams = (n_out + (0 if mode else 1)) // (1 if mode else 2)      # row pairs, or gate/up pairs
     split = mv_split(ops, warps, K, w, teams, tk)
     per_block = warps // split * (1 if mode else 2)
