@@ -133,14 +133,16 @@ def check_linear(ops: CUDAOps, rng, qtypes=QTYPES) -> list[Result]:
     ref = cpu.linear(cpu.rms_norm(torch.from_numpy(a), torch.ones(256), 1e-6)[0], dequant(tall)).numpy()
     out.append(Result(f"linear Q6_K 9001x256 norm {path(ops, 2, w=wq)} (blocks loop over row groups)",
                       rel_err(dev.to_host(y), ref), TOL[path(ops, 2, w=wq)]))
-    for plain_q8 in (False, True):      # one plain token row (the lm_head's, x normed once): the f32 dot,
-        linear_mod.MV_Q8_PLAIN = plain_q8   # and the int8 one quantizing x from global memory, its grid capped
+    # One plain token row (the lm_head's, x normed once): the f32 dot in a block a row group and
+    # in a capped grid, and the int8 one quantizing x from global memory, its grid capped.
+    for plain_q8, cap in ((False, 0), (False, 1), (True, 0)):
+        linear_mod.MV_Q8_PLAIN, linear_mod.MV_PLAIN_BLOCKS_PER_SM = plain_q8, cap
         try:
             y = ops.linear(dev.upload(a[:1]), wq)
             kind = path(ops, 1, w=wq, normed=False)
         finally:
-            linear_mod.MV_Q8_PLAIN = False
-        out.append(Result(f"linear Q6_K 9001x256 T=1 {kind} plain x (blocks loop over row groups)",
+            linear_mod.MV_Q8_PLAIN, linear_mod.MV_PLAIN_BLOCKS_PER_SM = False, 0
+        out.append(Result(f"linear Q6_K 9001x256 T=1 {kind} plain x{' grid capped' if cap else ''} (blocks loop over row groups)",
                           rel_err(dev.to_host(y), cpu.linear(ref_x(kind, torch.from_numpy(a[:1])), dequant(tall)).numpy()),
                           TOL[kind]))
     # 6 rows of a 1536-wide norm: exactly 48 KiB of dynamic shared memory next to the kernel's

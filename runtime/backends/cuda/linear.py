@@ -80,6 +80,10 @@ MV_WARPS_PER_SM_OTHER = 32
 # (0.6B / 1.7B), 8 warps 0.753 / 1.151; 12 warps 0.759 / 1.146 and 24 0.773 / 1.153 were no better.
 MV_NORMED_WARPS = 8         # 4 (matvec_t1) or 8
 MV_PLAIN_WARPS = 4          # the same for one-token launches without a prologue (o_proj, down, the lm_head)
+# Blocks an SM beyond which a one-token launch without a prologue walks its row groups (0: one
+# block a group). Only the lm_head has more groups than one wave; it reads 65% of copy bandwidth
+# in 18,992 short blocks (1.7B). For the next A/B; a block asks L2 for its first two groups only.
+MV_PLAIN_BLOCKS_PER_SM = 0
 MV_SPLIT = None             # warps a row team, forced (check.py); None: mv_split's choice
 MV_UNROLL = 2               # matvec.cu at one token: 16-byte chunks of each row a lane loads before decoding
 # matvec.cu at one token, f16 gemm_dtype: int8 activations and __dp4a (False: the f32 dot), for
@@ -171,6 +175,8 @@ def matvec(ops, x, w: QuantLinear, bias, act):
     groups = (n_out + per_block - 1) // per_block
     if prologue and NORMED_BLOCKS_PER_SM[tk]:   # each block norms / quantizes x again
         groups = min(groups, NORMED_BLOCKS_PER_SM[tk] * MV_WARPS[tk] // warps * ops.dev.sm_count)
+    elif tk == 1 and MV_PLAIN_BLOCKS_PER_SM:
+        groups = min(groups, MV_PLAIN_BLOCKS_PER_SM * ops.dev.sm_count)
     grid = (groups, (T + tk - 1) // tk)
     if isinstance(x, Normed):
         inputs = (None, np.int32(K), np.int32(T), x.a, x.b, x.weight, np.float32(x.eps),

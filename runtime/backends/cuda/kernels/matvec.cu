@@ -225,8 +225,8 @@ __device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int
   const u8* s[2];
   int rows[2], qt = 0;
   i64 nbytes[4];
-  if (blockIdx.y == 0)          // the weights: asked of L2 before the wait
-    for (int grp = blockIdx.x; grp < groups; grp += gridDim.x)
+  if (blockIdx.y == 0)          // the weights of its first two row groups: asked of L2 before the wait
+    for (int grp = blockIdx.x; grp < groups && grp < blockIdx.x + 2 * gridDim.x; grp += gridDim.x)
       if (team_rows(segs, nseg, n_out, mode, grp * teams + team, q, s, rows, qt, nbytes) < n_out) {
         const int first = sub * 32 + lane, step = 32 * split;
         prefetch_lines(q[0], nbytes[0], first, step);
