@@ -135,13 +135,14 @@ def check_linear(ops: CUDAOps, rng, qtypes=QTYPES) -> list[Result]:
                       rel_err(dev.to_host(y), ref), TOL[path(ops, 2, w=wq)]))
     # One plain token row (the lm_head's, x normed once): the f32 dot in a block a row group and
     # in a capped grid, and the int8 one quantizing x from global memory, its grid capped.
+    saved = linear_mod.MV_Q8_PLAIN, linear_mod.MV_PLAIN_BLOCKS_PER_SM
     for plain_q8, cap in ((False, 0), (False, 1), (True, 0)):
         linear_mod.MV_Q8_PLAIN, linear_mod.MV_PLAIN_BLOCKS_PER_SM = plain_q8, cap
         try:
             y = ops.linear(dev.upload(a[:1]), wq)
             kind = path(ops, 1, w=wq, normed=False)
         finally:
-            linear_mod.MV_Q8_PLAIN, linear_mod.MV_PLAIN_BLOCKS_PER_SM = False, 0
+            linear_mod.MV_Q8_PLAIN, linear_mod.MV_PLAIN_BLOCKS_PER_SM = saved
         out.append(Result(f"linear Q6_K 9001x256 T=1 {kind} plain x{' grid capped' if cap else ''} (blocks loop over row groups)",
                           rel_err(dev.to_host(y), cpu.linear(ref_x(kind, torch.from_numpy(a[:1])), dequant(tall)).numpy()),
                           TOL[kind]))
@@ -379,10 +380,14 @@ def check_sampling(ops: CUDAOps, rng, V: int = 5000) -> list[Result]:
     exact_entropy = -(raw.exp() * raw).sum(-1).numpy()
     # Rows with no finite logit (a model gone to NaN, a mask that allows nothing), greedy and
     # sampled: still a token of the vocabulary (the embedding of the next step reads its row).
+    # An all-greedy batch takes its ids from sample_stats.cu alone, a mixed one from sample_select.cu.
     nonfinite = np.full((4, V), np.nan, np.float32)
     nonfinite[2:] = -np.inf
-    sb_nf = SamplingBatch.build([(SamplingParams(temperature=t, seed=7), [1, 2], 1) for t in (0.0, 1.0, 0.0, 1.0)], V)
-    ids_nf = np.asarray(ops.sample(ops.dev.upload(nonfinite), sb_nf).token_ids)
+    ids_nf = []
+    for temps in ((0.0, 0.0, 0.0, 0.0), (0.0, 1.0, 0.0, 1.0)):
+        sb_nf = SamplingBatch.build([(SamplingParams(temperature=t, seed=7), [1, 2], 1) for t in temps], V)
+        ids_nf.append(np.asarray(ops.sample(ops.dev.upload(nonfinite), sb_nf).token_ids))
+    ids_nf = np.concatenate(ids_nf)
     return [Result("sample ids (all params)", float((ref.token_ids != got.token_ids).sum()), 0),
             Result("sample ids of rows with no finite logit within the vocabulary",
                    float(((ids_nf < 0) | (ids_nf >= V)).sum()), 0),
