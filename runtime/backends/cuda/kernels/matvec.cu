@@ -15,8 +15,7 @@
 // so a narrow weight with long rows still fills the SMs); a team owns 2 weight rows (two
 // output rows, or the gate and up rows of one output) and its 32 S lanes take consecutive
 // 16-byte chunks of them; a team's warps add their partial sums through shared memory in
-// warp order. blockIdx.y walks groups of T
-// tokens. Napkin math at T = 1: HBM delivers ~11.5 B/clk/SM, i.e. 20 Q4_K
+// warp order. blockIdx.y walks groups of T tokens. Napkin math at T = 1: HBM delivers ~11.5 B/clk/SM, i.e. 20 Q4_K
 // weights/clk/SM, against 128 instructions/clk/SM, so a weight may cost ~6 instructions a
 // row; the get4 decode (nibble, int-to-float, scale FMA, dot FMA) cost ~7 and the kernel
 // was as slow with its weights in L2 as from DRAM. dot_run's split decode (Split<> in
