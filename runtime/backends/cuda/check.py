@@ -251,6 +251,7 @@ def check_t1_segments(ops: CUDAOps, rng) -> list[Result]:
     cases = [("aligned", [(Q.Q4_K, 64), (Q.Q6_K, 32), (Q.Q4_K, 24)], 512, 1 << 30),
              ("aligned, long rows", [(Q.Q4_K, 64), (Q.Q6_K, 40)], 4096, 1 << 30),
              ("misaligned", [(Q.Q4_K, 36), (Q.Q6_K, 24), (Q.Q8_0, 9)], 512, 1 << 30),
+             ("with float rows", [(Q.Q4_K, 64), (Q.F16, 32)], 512, 1 << 30),     # not matvec.cu's one_pass
              ("norm once", [(Q.Q6_K, 200)], 512, 64)]
     for name, parts, K, norm_once in cases:
         ts = [random_tensor(f"w{i}", qt, n, K, rng) for i, (qt, n) in enumerate(parts)]
@@ -264,7 +265,9 @@ def check_t1_segments(ops: CUDAOps, rng) -> list[Result]:
         y = ops.linear(Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, s_out), wq)
         linear_mod.NORM_ONCE_ROWS = keep
         kind = path(ops, 1, w=wq, normed=wq.rows < norm_once)     # the norm run once: a plain input
-        ref = cpu.linear(ref_x(kind, h_ref), torch.cat([dequant(t) for t in ts])).numpy()
+        # int8 x for the rows of int8-dotted formats only: float rows are dotted with x as it is
+        ref = torch.cat([cpu.linear(ref_x(kind, h_ref) if int(t.qtype) in linear_mod.Q8_QTYPES else h_ref, dequant(t))
+                         for t in ts], -1).numpy()
         out.append(Result(f"linear T=1 {name} {'|'.join(f'{q.name}x{n}' for q, n in parts)} K={K} norm {kind}",
                           rel_err(dev.to_host(y), ref), TOL[kind]))
         out.append(Result(f"linear T=1 {name} residual sum", rel_err(dev.to_host(s_out), s_ref.numpy()), 1e-6))

@@ -162,7 +162,10 @@ def matvec(ops, x, w: QuantLinear, bias, act):
     q8 = use_q8(ops, T, w, isinstance(x, Normed))
     q8_smem = K * 3 // 2 if q8 else 0       # int8 x and a (scale, sum) pair a 16 columns
     smem = q8_smem
-    if isinstance(x, Normed):
+    # matvec.cu norms and quantizes in one pass, with no float x in shared memory, where every
+    # format of the weight is int8-dotted (its q8_only)
+    one_pass = q8 and all(int(q) in Q8_QTYPES for q in w.qtypes)
+    if isinstance(x, Normed) and not one_pass:
         smem += tk * K * 4
         if smem > ops.dev.max_smem - 1024:
             x, smem = materialize(ops, x), q8_smem

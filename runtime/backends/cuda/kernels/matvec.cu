@@ -38,11 +38,30 @@ static_assert(MV_UNROLL >= 1, "MV_UNROLL: chunks a lane loads a round, at least 
 // |v| < 2^22 to float in two full-rate instructions (IADD + FADD) instead of an I2F.
 __device__ __forceinline__ float small_i2f(int v) { return __int_as_float(0x4B400000 + v) - 12582912.0f; }
 
-// x[0..K) as int8 blocks of 16 columns: xq = rint(x / d) with d = max|x| / 127, and
-// ds[k / 16] = (d, d * sum xq), the sum for the formats' min / offset term. A thread takes 4
-// columns, so a block of 16 is 4 adjacent lanes. Each thread issues QB loads before it uses
-// any (x may come from L2: one round trip, not one a trip), and every thread runs every trip
-// (the shuffles). Rounding adds 1.5 * 2^23, whose sum's low byte is the rounded value.
+// Four adjacent lanes' float4s as one int8 block of 16 columns: q = rint(v / d) with
+// d = max|v| / 127 (rounding adds 1.5 * 2^23, whose sum's low byte is the rounded value), and
+// (d, d * sum q), the sum for the formats' min / offset term. Every lane of the warp calls it.
+__device__ __forceinline__ u32 quantize16(float4 v, float2& ds) {
+  float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+  amax = fmaxf(amax, __shfl_xor_sync(FULL_MASK, amax, 1));
+  amax = fmaxf(amax, __shfl_xor_sync(FULL_MASK, amax, 2));
+  const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+  const u32 r0 = __float_as_uint(__fmul_rn(v.x, inv) + 12582912.0f);
+  const u32 r1 = __float_as_uint(__fmul_rn(v.y, inv) + 12582912.0f);
+  const u32 r2 = __float_as_uint(__fmul_rn(v.z, inv) + 12582912.0f);
+  const u32 r3 = __float_as_uint(__fmul_rn(v.w, inv) + 12582912.0f);
+  const u32 q = __byte_perm(__byte_perm(r0, r1, 0x0040), __byte_perm(r2, r3, 0x0040), 0x5410);
+  int sum = __dp4a((int)q, 0x01010101, 0);
+  sum += __shfl_xor_sync(FULL_MASK, sum, 1);
+  sum += __shfl_xor_sync(FULL_MASK, sum, 2);
+  ds = make_float2(amax / 127.0f, amax / 127.0f * (float)sum);
+  return q;
+}
+
+// x[0..K) as int8 blocks of 16 columns (quantize16) into xq, the pairs into ds[k / 16]. A
+// thread takes 4 columns, so a block of 16 is 4 adjacent lanes. Each thread issues QB loads
+// before it uses any (x may come from L2: one round trip, not one a trip), and every thread
+// runs every trip (the shuffles).
 #define QB 8
 __device__ __forceinline__ void quantize_q8(const float* x, int K, float2* ds, u32* xq) {
   const float4* x4 = reinterpret_cast<const float4*>(x);
@@ -58,24 +77,60 @@ __device__ __forceinline__ void quantize_q8(const float* x, int K, float2* ds, u
     for (int u = 0; u < QB; u++) {
       if (k0 + u * step >= n4) break;      // the same for every thread of the block
       const int k = k0 + u * step + threadIdx.x;
-      float amax = fmaxf(fmaxf(fabsf(v[u].x), fabsf(v[u].y)), fmaxf(fabsf(v[u].z), fabsf(v[u].w)));
-      amax = fmaxf(amax, __shfl_xor_sync(FULL_MASK, amax, 1));
-      amax = fmaxf(amax, __shfl_xor_sync(FULL_MASK, amax, 2));
-      const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-      const u32 r0 = __float_as_uint(__fmul_rn(v[u].x, inv) + 12582912.0f);
-      const u32 r1 = __float_as_uint(__fmul_rn(v[u].y, inv) + 12582912.0f);
-      const u32 r2 = __float_as_uint(__fmul_rn(v[u].z, inv) + 12582912.0f);
-      const u32 r3 = __float_as_uint(__fmul_rn(v[u].w, inv) + 12582912.0f);
-      const u32 q = __byte_perm(__byte_perm(r0, r1, 0x0040), __byte_perm(r2, r3, 0x0040), 0x5410);
-      int sum = __dp4a((int)q, 0x01010101, 0);
-      sum += __shfl_xor_sync(FULL_MASK, sum, 1);
-      sum += __shfl_xor_sync(FULL_MASK, sum, 2);
+      float2 d;
+      const u32 q = quantize16(v[u], d);
       if (k < n4) {
         xq[k] = q;
-        if ((k & 3) == 0) ds[k >> 2] = make_float2(amax / 127.0f, amax / 127.0f * (float)sum);
+        if ((k & 3) == 0) ds[k >> 2] = d;
       }
     }
   }
+}
+
+// The norm-fused prologue of a one-token int8 launch: x = rmsnorm(a + b) * w, quantized as
+// quantize_q8 does, in one pass over a, b and w (one memory round trip and one barrier, where
+// norm_prologue + quantize_q8 take two and four). Rounding by a block's own maximum makes the
+// integers scale-free, so the pass quantizes h = (a + b) * w and the caller multiplies its sums
+// by the returned rstd = rsqrt(mean((a + b)^2) + eps). Block 0 stores a + b to sum_out.
+#define NQ 2
+__device__ __forceinline__ float norm_quantize_q8(const float* a, const float* b, const float* w, float eps,
+                                                  int K, float* sum_out, float2* ds, u32* xq, float* red) {
+  const float4* a4 = reinterpret_cast<const float4*>(a);
+  const float4* b4 = reinterpret_cast<const float4*>(b);
+  const float4* w4 = reinterpret_cast<const float4*>(w);
+  const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  const int n4 = K / 4, step = blockDim.x;
+  float ss = 0.0f;
+  for (int k0 = 0; k0 < n4; k0 += NQ * step) {
+    float4 va[NQ], vb[NQ], vw[NQ];
+#pragma unroll
+    for (int u = 0; u < NQ; u++) {
+      const int k = k0 + u * step + threadIdx.x;
+      va[u] = k < n4 ? a4[k] : zero;
+      vb[u] = b != nullptr && k < n4 ? b4[k] : zero;
+      vw[u] = k < n4 ? w4[k] : zero;
+    }
+#pragma unroll
+    for (int u = 0; u < NQ; u++) {
+      if (k0 + u * step >= n4) break;      // the same for every thread of the block
+      const int k = k0 + u * step + threadIdx.x;
+      const float4 v = make_float4(va[u].x + vb[u].x, va[u].y + vb[u].y, va[u].z + vb[u].z, va[u].w + vb[u].w);
+      ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+      float2 d;
+      const u32 q = quantize16(make_float4(v.x * vw[u].x, v.y * vw[u].y, v.z * vw[u].z, v.w * vw[u].w), d);
+      if (k < n4) {
+        if (sum_out != nullptr) reinterpret_cast<float4*>(sum_out)[k] = v;
+        xq[k] = q;
+        if ((k & 3) == 0) ds[k >> 2] = d;
+      }
+    }
+  }
+  ss = warp_sum(ss);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  float total = 0.0f;
+  for (int i = 0; i < (int)(blockDim.x >> 5); i++) total += red[i];
+  return rsqrtf(total / K + eps);
 }
 
 // acc[r] += row r's run `run` . x over the run's 16 columns from c0, with x as int8 (quantize_q8).
@@ -236,9 +291,14 @@ __device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int
   pdl_wait();
   pdl_launch();
 
+  // A one-token int8 launch over a weight with no float rows norms and quantizes in one pass
+  // (norm_quantize_q8; linear.py gives it no float x in shared memory): its sums are scaled by rstd.
+  constexpr bool q8_only = T == 1 && Q8X && !((QTYPES) & ((1u << 0) | (1u << 1) | (1u << 30)));
+  const bool one_pass = q8_only && norm_w != nullptr;
+  float rstd = 1.0f;
   const float* xbase = x + (i64)t0 * ldx;
   int ld = ldx;
-  if (norm_w != nullptr) {
+  if (norm_w != nullptr && !one_pass) {
     for (int t = 0; t < nt; t++) {
       const i64 off = (i64)(t0 + t) * K;
       norm_prologue(norm_a + off, norm_b != nullptr ? norm_b + off : nullptr, norm_w, eps, K,
@@ -253,11 +313,16 @@ __device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int
   const float2* xds = nullptr;      // Q8X at one token: x as int8 behind the normed floats
   const u8* xq = nullptr;
   if constexpr (T == 1 && Q8X) {
-    float2* ds = reinterpret_cast<float2*>(xs + (norm_w != nullptr ? K : 0));
-    quantize_q8(xr[0], K, ds, reinterpret_cast<u32*>(ds + K / 16));
+    float2* ds = reinterpret_cast<float2*>(xs + (norm_w != nullptr && !one_pass ? K : 0));
+    u32* q = reinterpret_cast<u32*>(ds + K / 16);
+    if (one_pass)
+      rstd = norm_quantize_q8(norm_a, norm_b, norm_w, eps, K, norm_sum != nullptr && blockIdx.x == 0 ? norm_sum : nullptr,
+                              ds, q, red);
+    else
+      quantize_q8(xr[0], K, ds, q);
     __syncthreads();
     xds = ds;
-    xq = reinterpret_cast<const u8*>(ds + K / 16);
+    xq = reinterpret_cast<const u8*>(q);
   }
 
   // No barriers below when split == 1 (a warp leaves at the end of the weight); with teams of
@@ -294,7 +359,7 @@ __device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int
     }
 #pragma unroll
     for (int t = 0; t < T; t++) {
-      const float v0 = acc[0][t], v1 = acc[1][t];
+      const float v0 = acc[0][t] * rstd, v1 = acc[1][t] * rstd;
       if (lane != 0 || t >= nt) continue;
       float* yt = y + (i64)(t0 + t) * ldy;
       if (mode == 0) {
@@ -307,8 +372,8 @@ __device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int
   }
 }
 
-#define MATVEC_KERNEL(NAME, T, W)                                                               \
-  extern "C" __global__ void __launch_bounds__(W * 32) NAME(                                     \
+#define MATVEC_KERNEL_BOUNDS(NAME, T, W, BOUNDS)                                                \
+  extern "C" __global__ void BOUNDS NAME(                                                        \
       const Segment* segs, int nseg, int K, int n_out, int mode, int split, const float* x,      \
       int ldx, int ntok, const float* norm_a, const float* norm_b, const float* norm_w,          \
       float eps, float* norm_sum, const float* bias, float* y, int ldy) {                        \
@@ -318,10 +383,12 @@ __device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int
 // Warps a block (linear.py's MV_WARPS): at T = 1 with a plain x blocks of 4, many of them, were
 // faster on the H100 than blocks of 8 (24 warps an SM at 80 registers); from T = 2, blocks of 8
 // with the grid of a norm-fused launch capped (its prologue is then paid by fewer blocks).
+#define MATVEC_KERNEL(NAME, T, W) MATVEC_KERNEL_BOUNDS(NAME, T, W, __launch_bounds__(W * 32))
 MATVEC_KERNEL(matvec_t1, 1, 4)
 MATVEC_KERNEL(matvec_t2, 2, 8)
 MATVEC_KERNEL(matvec_t4, 4, 8)
 MATVEC_KERNEL(matvec_t8, 8, 8)
 // One token with a prologue (norm-fused or int8 x): blocks of 8 warps, 3 an SM (linear.py
 // MV_NORMED_WARPS), so half as many blocks re-read x, the residual and the norm weight from L2.
-MATVEC_KERNEL(matvec_t1_w8, 1, 8)
+// Held to the <= 80 registers that 3 blocks an SM allow (the one-pass prologue took 84-92).
+MATVEC_KERNEL_BOUNDS(matvec_t1_w8, 1, 8, __launch_bounds__(256, 3))
