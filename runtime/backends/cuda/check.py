@@ -252,19 +252,23 @@ def check_t1_segments(ops: CUDAOps, rng) -> list[Result]:
              ("aligned, long rows", [(Q.Q4_K, 64), (Q.Q6_K, 40)], 4096, 1 << 30),
              ("misaligned", [(Q.Q4_K, 36), (Q.Q6_K, 24), (Q.Q8_0, 9)], 512, 1 << 30),
              ("with float rows", [(Q.Q4_K, 64), (Q.F16, 32)], 512, 1 << 30),     # not matvec.cu's one_pass
-             ("norm once", [(Q.Q6_K, 200)], 512, 64)]
+             ("norm once", [(Q.Q6_K, 200)], 512, 64),
+             ("wide, int8", [(Q.Q6_K, 200)], 512, -64)]    # the lm_head with int8 x: normed in its prologue
     for name, parts, K, norm_once in cases:
         ts = [random_tensor(f"w{i}", qt, n, K, rng) for i, (qt, n) in enumerate(parts)]
         a, b = rng.standard_normal((2, 1, K)).astype(np.float32)
         nw = (1 + 0.1 * rng.standard_normal(K)).astype(np.float32)
         h_ref, s_ref = cpu.rms_norm(torch.from_numpy(a), torch.from_numpy(nw), 1e-6, torch.from_numpy(b))
         ops._loaded.clear()
-        keep, linear_mod.NORM_ONCE_ROWS = linear_mod.NORM_ONCE_ROWS, norm_once
-        s_out = ops.alloc((1, K), np.float32)
-        wq = ops.linear_weight(ts)
-        y = ops.linear(Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, s_out), wq)
-        linear_mod.NORM_ONCE_ROWS = keep
-        kind = path(ops, 1, w=wq, normed=wq.rows < norm_once)     # the norm run once: a plain input
+        keep = linear_mod.NORM_ONCE_ROWS, linear_mod.NORM_ONCE_INT8     # norm_once < 0: that many, int8 x kept
+        linear_mod.NORM_ONCE_ROWS, linear_mod.NORM_ONCE_INT8 = abs(norm_once), norm_once > 0
+        try:
+            s_out = ops.alloc((1, K), np.float32)
+            wq = ops.linear_weight(ts)
+            y = ops.linear(Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, s_out), wq)
+            kind = path(ops, 1, w=wq, normed=wq.rows < norm_once or norm_once < 0)     # norm run once: plain x
+        finally:
+            linear_mod.NORM_ONCE_ROWS, linear_mod.NORM_ONCE_INT8 = keep
         # int8 x for the rows of int8-dotted formats only: float rows are dotted with x as it is
         ref = torch.cat([cpu.linear(ref_x(kind, h_ref) if int(t.qtype) in linear_mod.Q8_QTYPES else h_ref, dequant(t))
                          for t in ts], -1).numpy()

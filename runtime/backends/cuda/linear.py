@@ -65,7 +65,12 @@ MV_WARPS = {1: 4, 2: 8, 4: 8, 8: 8}  # matvec.cu's matvec_t<T>: warps a block, 1
 # same warps an SM.
 NORMED_BLOCKS_PER_SM = {1: 6, 2: 2, 4: 2, 8: 2}
 NORMED_TC_BLOCKS_PER_SM = 3  # the same for matvec_tc.cu's blocks of 8 warps (24 warps an SM)
-NORM_ONCE_ROWS = 65536      # from this many outputs (the lm_head) the norm runs once, not in every block
+# From this many outputs (the lm_head) a norm-fused launch with f32 dots runs the norm once
+# (rms_norm.cu), not in each of its many blocks. One with int8 x keeps the norm in its prologue
+# (its grid is capped like qkv's) unless NORM_ONCE_INT8: H100 probe, Q6_K [151936 x K], weights
+# missing L2: K = 1024 86.9 us (norm once, f32 dots), 69.9 (norm once, int8 x), K = 2048 133.4, 123.6.
+NORM_ONCE_ROWS = 65536
+NORM_ONCE_INT8 = False
 # Resident warps an SM that matvec.cu's split aims at. At one token, formats of 32 columns a
 # 16-byte chunk (K-quants, Q4_*, Q5_*): 24, the 6 blocks of 4 warps that fit at matvec_t1's 79
 # registers, so a launch is one wave (H100, 8490ff0 probe: 1.7B Q4_K_M step 1.541 -> 1.406 ms,
@@ -153,13 +158,14 @@ def matvec(ops, x, w: QuantLinear, bias, act):
         return epilogue(ops, matvec(ops, x, w, bias, None), act="silu_mul")
     mode = 1 if act == "silu_mul" else 0
     n_out = w.rows // 2 if mode else w.rows
-    if T == 1 and n_out >= NORM_ONCE_ROWS and isinstance(x, Normed):    # the lm_head
+    q8 = use_q8(ops, T, w, isinstance(x, Normed))
+    if T == 1 and n_out >= NORM_ONCE_ROWS and isinstance(x, Normed) and (NORM_ONCE_INT8 or not q8):    # the lm_head
         x = materialize(ops, x)
+        q8 = use_q8(ops, T, w, False)
     if use_tc(ops, T, w, K):
         return matvec_tc(ops, x, w, bias, mode, n_out)
     assert all(s.rows % 2 == 0 for s in w.segments[:-1]), "matvec pairs rows: segments must start at even rows"
     tk = 1 if T == 1 else 2 if T == 2 else 4 if T <= 4 else 8
-    q8 = use_q8(ops, T, w, isinstance(x, Normed))
     q8_smem = K * 3 // 2 if q8 else 0       # int8 x and a (scale, sum) pair a 16 columns
     smem = q8_smem
     # matvec.cu norms and quantizes in one pass, with no float x in shared memory, where every
