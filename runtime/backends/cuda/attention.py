@@ -18,7 +18,9 @@ KV_TYPES = {"float16": ("__half", np.float16), "bfloat16": ("__nv_bfloat16", np.
 
 # Positions a split of attention_decode takes at least: a short context runs fewer splits than
 # the grid has (H100, L = 384: 8 splits a step 1-2% faster than 32; at L = 4096, 32 splits are
-# 1.7x faster than 8). 0: every split of the grid runs.
+# 1.7x faster than 8). 0: every split of the grid runs. Fewer, longer splits lose at one
+# sequence (bdd819e, L = 128-256, batch-1 graph 0.6B / 1.7B): 48 0.706 / 1.091 ms, 128 0.740 /
+# 1.147, 512 (one split, no combine) 0.752 / 1.165.
 MIN_SPLIT_POSITIONS = 48
 
 

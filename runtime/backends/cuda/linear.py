@@ -83,6 +83,7 @@ MV_WARPS_PER_SM_OTHER = 32
 # SM made that traffic 4 of qkv's 7.7 us (1.7B). Blocks of 8 (matvec_t1_w8) at 3 an SM halve it.
 # H100, batch-1 graph of random Q4_K models (one process, step_settings.py): 4 warps 0.788 / 1.261 ms
 # (0.6B / 1.7B), 8 warps 0.753 / 1.151; 12 warps 0.759 / 1.146 and 24 0.773 / 1.153 were no better.
+# With matvec.cu's one-pass prologue (c435511): 8 warps 0.714 / 1.095, 4 warps 0.734 / 1.205.
 MV_NORMED_WARPS = 8         # 4 (matvec_t1) or 8
 MV_PLAIN_WARPS = 4          # the same for one-token launches without a prologue (o_proj, down, the lm_head)
 # Blocks an SM beyond which a one-token launch without a prologue walks its row groups (0: one
