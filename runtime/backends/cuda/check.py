@@ -246,35 +246,43 @@ def path(ops: CUDAOps, T: int, rows: int = 75, w: QuantLinear | None = None, nor
 
 def check_t1_segments(ops: CUDAOps, rng) -> list[Result]:
     """T = 1 (the split decode) over fused weights whose formats change on and off an even
-    row, short and long rows, and with the norm run once first (the lm_head path)."""
+    row, short and long rows, with the norm run once first (the lm_head path) or not, with no
+    residual (the first layer), a zero input, and blocks that walk several row groups."""
     out, cpu, dev = [], CPUOps(), ops.dev
-    cases = [("aligned", [(Q.Q4_K, 64), (Q.Q6_K, 32), (Q.Q4_K, 24)], 512, 1 << 30),
-             ("aligned, long rows", [(Q.Q4_K, 64), (Q.Q6_K, 40)], 4096, 1 << 30),
-             ("misaligned", [(Q.Q4_K, 36), (Q.Q6_K, 24), (Q.Q8_0, 9)], 512, 1 << 30),
-             ("with float rows", [(Q.Q4_K, 64), (Q.F16, 32)], 512, 1 << 30),     # not matvec.cu's one_pass
-             ("norm once", [(Q.Q6_K, 200)], 512, 64),
-             ("wide, int8", [(Q.Q6_K, 200)], 512, -64)]    # the lm_head with int8 x: normed in its prologue
-    for name, parts, K, norm_once in cases:
+    cases = [("aligned", [(Q.Q4_K, 64), (Q.Q6_K, 32), (Q.Q4_K, 24)], 512, 1 << 30, {}),
+             ("aligned, long rows", [(Q.Q4_K, 64), (Q.Q6_K, 40)], 4096, 1 << 30, {}),
+             ("misaligned", [(Q.Q4_K, 36), (Q.Q6_K, 24), (Q.Q8_0, 9)], 512, 1 << 30, {}),
+             ("with float rows", [(Q.Q4_K, 64), (Q.F16, 32)], 512, 1 << 30, {}),     # not matvec.cu's one_pass
+             ("no residual", [(Q.Q4_K, 64), (Q.Q6_K, 32)], 1536, 1 << 30, {"b": False}),
+             ("zero input", [(Q.Q4_K, 64)], 512, 1 << 30, {"b": False, "zero": True}),
+             ("norm once", [(Q.Q6_K, 200)], 512, 64, {}),
+             ("wide, int8", [(Q.Q6_K, 200)], 512, -64, {}),    # the lm_head with int8 x: normed in its prologue
+             ("wide, int8, one SM", [(Q.Q6_K, 200)], 512, -64, {"sm": 1})]   # 3 blocks walk 13 row groups
+    for name, parts, K, norm_once, opt in cases:
         ts = [random_tensor(f"w{i}", qt, n, K, rng) for i, (qt, n) in enumerate(parts)]
-        a, b = rng.standard_normal((2, 1, K)).astype(np.float32)
+        a, b = rng.standard_normal((2, 1, K)).astype(np.float32) * (0 if opt.get("zero") else 1)
+        b = b if opt.get("b", True) else None
         nw = (1 + 0.1 * rng.standard_normal(K)).astype(np.float32)
-        h_ref, s_ref = cpu.rms_norm(torch.from_numpy(a), torch.from_numpy(nw), 1e-6, torch.from_numpy(b))
+        h_ref, s_ref = cpu.rms_norm(torch.from_numpy(a), torch.from_numpy(nw), 1e-6,
+                                    None if b is None else torch.from_numpy(b))
         ops._loaded.clear()
-        keep = linear_mod.NORM_ONCE_ROWS, linear_mod.NORM_ONCE_INT8     # norm_once < 0: that many, int8 x kept
+        keep = linear_mod.NORM_ONCE_ROWS, linear_mod.NORM_ONCE_INT8, dev.sm_count  # norm_once < 0: int8 x kept
         linear_mod.NORM_ONCE_ROWS, linear_mod.NORM_ONCE_INT8 = abs(norm_once), norm_once > 0
+        dev.sm_count = opt.get("sm", dev.sm_count)
         try:
             s_out = ops.alloc((1, K), np.float32)
             wq = ops.linear_weight(ts)
-            y = ops.linear(Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, s_out), wq)
+            y = ops.linear(Normed(dev.upload(a), None if b is None else dev.upload(b), dev.upload(nw), 1e-6, s_out), wq)
             kind = path(ops, 1, w=wq, normed=wq.rows < norm_once or norm_once < 0)     # norm run once: plain x
         finally:
-            linear_mod.NORM_ONCE_ROWS, linear_mod.NORM_ONCE_INT8 = keep
+            linear_mod.NORM_ONCE_ROWS, linear_mod.NORM_ONCE_INT8, dev.sm_count = keep
         # int8 x for the rows of int8-dotted formats only: float rows are dotted with x as it is
         ref = torch.cat([cpu.linear(ref_x(kind, h_ref) if int(t.qtype) in linear_mod.Q8_QTYPES else h_ref, dequant(t))
                          for t in ts], -1).numpy()
         out.append(Result(f"linear T=1 {name} {'|'.join(f'{q.name}x{n}' for q, n in parts)} K={K} norm {kind}",
                           rel_err(dev.to_host(y), ref), TOL[kind]))
-        out.append(Result(f"linear T=1 {name} residual sum", rel_err(dev.to_host(s_out), s_ref.numpy()), 1e-6))
+        if b is not None:
+            out.append(Result(f"linear T=1 {name} residual sum", rel_err(dev.to_host(s_out), s_ref.numpy()), 1e-6))
     return out
 
 

@@ -5,8 +5,8 @@ the residual add + RMSNorm of a `Normed` input fused into its prologue and SiLU(
 its epilogue; graph-capturable. With f16 gemm_dtype (the default) Q4_K, Q6_K and Q8_0 weights
 go through matvec_tc.cu (f16 decode into tensor-core products, f32 sums: the precision of the
 paths beyond it) from 2 tokens, and at 1 token matvec.cu dots a norm-fused input (qkv,
-gate/up) rounded to int8 in blocks of 16 with any quantized format (__dp4a, as llama.cpp's
-MMVQ); otherwise, and with f32 gemm_dtype, matvec.cu is exact in f32. Up to `matmul_max_tokens` rows
+gate/up, the lm_head) rounded to int8 in blocks of 16 with any quantized format (__dp4a, as
+llama.cpp's MMVQ); otherwise, and with f32 gemm_dtype, matvec.cu is exact in f32. Up to `matmul_max_tokens` rows
 (f16 gemm_dtype), matmul.cu decodes the weight into shared memory and multiplies on the tensor
 cores, reading it once per 64 tokens. Beyond that, the weight is dequantized into a reused
 scratch buffer and multiplied by cuBLAS (f16 tensor cores with f32 accumulation, or f32), with
@@ -23,7 +23,8 @@ from runtime.backends.cuda.weights import QuantLinear
 
 @dataclass(slots=True)
 class Normed:
-    """rmsnorm(a + b) * weight, not yet computed; sum_out receives a + b when given."""
+    """rmsnorm(a + b) * weight, not yet computed; sum_out receives a + b when given (a buffer of
+    its own: a kernel's block 0 writes it while the other blocks still read a and b)."""
     a: object                   # [T, K] f32
     b: object | None            # [T, K] f32
     weight: object              # [K] f32
@@ -155,6 +156,7 @@ def use_q8(ops, T: int, w: QuantLinear, normed: bool = True) -> bool:
 
 def matvec(ops, x, w: QuantLinear, bias, act):
     T, K = x.shape
+    assert not isinstance(x, Normed) or x.sum_out is None or x.sum_out is not x.a and x.sum_out is not x.b
     if act == "silu_mul" and len(w.qtypes) > 1:     # gate and up rows of different formats
         return epilogue(ops, matvec(ops, x, w, bias, None), act="silu_mul")
     mode = 1 if act == "silu_mul" else 0

@@ -390,5 +390,10 @@ MATVEC_KERNEL(matvec_t4, 4, 8)
 MATVEC_KERNEL(matvec_t8, 8, 8)
 // One token with a prologue (norm-fused or int8 x): blocks of 8 warps, 3 an SM (linear.py
 // MV_NORMED_WARPS), so half as many blocks re-read x, the residual and the norm weight from L2.
-// Held to the <= 80 registers that 3 blocks an SM allow (the one-pass prologue took 84-92).
+// With int8 x, held to the <= 80 registers that 3 blocks an SM allow (the one-pass prologue took
+// 84-92); the f32 path (Q8X = 0) would spill 12-212 bytes under that bound, and keeps its 88-104.
+#if Q8X
 MATVEC_KERNEL_BOUNDS(matvec_t1_w8, 1, 8, __launch_bounds__(256, 3))
+#else
+MATVEC_KERNEL(matvec_t1_w8, 1, 8)
+#endif
