@@ -133,17 +133,17 @@ def check_linear(ops: CUDAOps, rng, qtypes=QTYPES) -> list[Result]:
     ref = cpu.linear(cpu.rms_norm(torch.from_numpy(a), torch.ones(256), 1e-6)[0], dequant(tall)).numpy()
     out.append(Result(f"linear Q6_K 9001x256 norm {path(ops, 2, w=wq)} (blocks loop over row groups)",
                       rel_err(dev.to_host(y), ref), TOL[path(ops, 2, w=wq)]))
-    # One plain token row (the lm_head's, x normed once): the f32 dot in a block a row group and
-    # in a capped grid, and the int8 one quantizing x from global memory, its grid capped.
-    saved = linear_mod.MV_Q8_PLAIN, linear_mod.MV_PLAIN_BLOCKS_PER_SM
-    for plain_q8, cap in ((False, 0), (False, 1), (True, 0)):
-        linear_mod.MV_Q8_PLAIN, linear_mod.MV_PLAIN_BLOCKS_PER_SM = plain_q8, cap
+    # One plain token row: the f32 dot in a block a row group, and the int8 one (MV_Q8_PLAIN)
+    # quantizing x from global memory, its grid capped.
+    saved = linear_mod.MV_Q8_PLAIN
+    for plain_q8 in (False, True):
+        linear_mod.MV_Q8_PLAIN = plain_q8
         try:
             y = ops.linear(dev.upload(a[:1]), wq)
             kind = path(ops, 1, w=wq, normed=False)
         finally:
-            linear_mod.MV_Q8_PLAIN, linear_mod.MV_PLAIN_BLOCKS_PER_SM = saved
-        out.append(Result(f"linear Q6_K 9001x256 T=1 {kind} plain x{' grid capped' if cap else ''} (blocks loop over row groups)",
+            linear_mod.MV_Q8_PLAIN = saved
+        out.append(Result(f"linear Q6_K 9001x256 T=1 {kind} plain x (blocks loop over row groups)",
                           rel_err(dev.to_host(y), cpu.linear(ref_x(kind, torch.from_numpy(a[:1])), dequant(tall)).numpy()),
                           TOL[kind]))
     # 6 rows of a 1536-wide norm: exactly 48 KiB of dynamic shared memory next to the kernel's
@@ -203,26 +203,27 @@ def check_matvec_splits(ops: CUDAOps, rng) -> list[Result]:
             kind = path(ops, T, w=wp)
             ref_plain = cpu.linear(ref_x(kind, h_ref), W).numpy()
             ref_gu = cpu.linear(ref_x(kind, h_ref), Wgu, act="silu_mul").numpy()
-            keep_warps = linear_mod.MV_NORMED_WARPS, linear_mod.MV_PLAIN_WARPS
+            keep_warps = linear_mod.MV_NORMED_WARPS
             kind_p = path(ops, T, w=wp, normed=False)
             ref_p = cpu.linear(ref_x(kind_p, torch.from_numpy(a)), W).numpy()
             cases = [(4, s) for s in (1, 2, 4) + ((8,) if T > 1 else ())]
-            if T == 1:      # one-token launches in blocks of 8 (MV_NORMED_WARPS, MV_PLAIN_WARPS)
+            if T == 1:      # one-token launches with a prologue in blocks of 8 (MV_NORMED_WARPS)
                 cases += [(8, 1), (8, 2), (8, 4), (8, 8)]
             for warps, split in cases:
                 linear_mod.MV_SPLIT = split
-                linear_mod.MV_NORMED_WARPS = linear_mod.MV_PLAIN_WARPS = warps
+                linear_mod.MV_NORMED_WARPS = warps
                 tag = f"T={T} split={split}" + (f" {warps} warps" if warps != 4 else "")
                 try:
                     y = ops.linear(Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, None), wp)
                     out.append(Result(f"{kind} Q6_K 301x{K} {tag} norm", rel_err(dev.to_host(y), ref_plain), TOL[kind]))
                     y = ops.linear(Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, None), wgu, act="silu_mul")
                     out.append(Result(f"{kind} Q4_K gate/up 2x130x{K} {tag} norm", rel_err(dev.to_host(y), ref_gu), TOL[kind]))
-                    y = ops.linear(dev.upload(a), wp)
-                    out.append(Result(f"{kind_p} Q6_K 301x{K} {tag} plain x", rel_err(dev.to_host(y), ref_p), TOL[kind_p]))
+                    if T > 1 or warps == 4:     # a plain x at one token runs blocks of 4 warps whatever MV_NORMED_WARPS
+                        y = ops.linear(dev.upload(a), wp)
+                        out.append(Result(f"{kind_p} Q6_K 301x{K} {tag} plain x", rel_err(dev.to_host(y), ref_p), TOL[kind_p]))
                 finally:
                     linear_mod.MV_SPLIT = None
-                    linear_mod.MV_NORMED_WARPS, linear_mod.MV_PLAIN_WARPS = keep_warps
+                    linear_mod.MV_NORMED_WARPS = keep_warps
     ops.gemm_dtype = keep
     return out
 

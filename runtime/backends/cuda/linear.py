@@ -68,8 +68,9 @@ NORMED_BLOCKS_PER_SM = {1: 6, 2: 2, 4: 2, 8: 2}
 NORMED_TC_BLOCKS_PER_SM = 3  # the same for matvec_tc.cu's blocks of 8 warps (24 warps an SM)
 # From this many outputs (the lm_head) a norm-fused launch with f32 dots runs the norm once
 # (rms_norm.cu), not in each of its many blocks. One with int8 x keeps the norm in its prologue
-# (its grid is capped like qkv's) unless NORM_ONCE_INT8: H100 probe, Q6_K [151936 x K], weights
-# missing L2: K = 1024 86.9 us (norm once, f32 dots), 69.9 (norm once, int8 x), K = 2048 133.4, 123.6.
+# (its grid is capped like qkv's) unless NORM_ONCE_INT8: H100, batch-1 graph of random Q4_K models
+# with a Q6_K tied lm_head (step_settings-lm-head-int8-bdd819e.json): 0.6B 0.711-0.718 ms with
+# NORM_ONCE_INT8, 0.698-0.703 without; 1.7B 1.095-1.100, 1.087.
 NORM_ONCE_ROWS = 65536
 NORM_ONCE_INT8 = False
 # Resident warps an SM that matvec.cu's split aims at. At one token, formats of 32 columns a
@@ -85,17 +86,16 @@ MV_WARPS_PER_SM_OTHER = 32
 # H100, batch-1 graph of random Q4_K models (one process, step_settings.py): 4 warps 0.788 / 1.261 ms
 # (0.6B / 1.7B), 8 warps 0.753 / 1.151; 12 warps 0.759 / 1.146 and 24 0.773 / 1.153 were no better.
 # With matvec.cu's one-pass prologue (c435511): 8 warps 0.714 / 1.095, 4 warps 0.734 / 1.205.
+# Launches without a prologue (o_proj, down) keep blocks of 4 warps, one a row group: blocks of
+# 8 were slower (0.776 / 1.169 against 0.751 / 1.154 ms) and capping their grid changed nothing
+# (step_settings-plain-warps-cd74e6b.json).
 MV_NORMED_WARPS = 8         # 4 (matvec_t1) or 8
-MV_PLAIN_WARPS = 4          # the same for one-token launches without a prologue (o_proj, down, the lm_head)
-# Blocks an SM beyond which a one-token launch without a prologue walks its row groups (0: one
-# block a group). Only the lm_head has more groups than one wave; it reads 65% of copy bandwidth
-# in 18,992 short blocks (1.7B). For the next A/B; a block asks L2 for its first two groups only.
-MV_PLAIN_BLOCKS_PER_SM = 0
 MV_SPLIT = None             # warps a row team, forced (check.py); None: mv_split's choice
 MV_UNROLL = 2               # matvec.cu at one token: 16-byte chunks of each row a lane loads before decoding
 # matvec.cu at one token, f16 gemm_dtype: int8 activations and __dp4a (False: the f32 dot), for
-# norm-fused inputs (qkv, gate/up) only: each block of a plain one (o_proj, down, the lm_head)
-# must first load x from L2 to quantize it, which cost more than the dot saved. H100, batch-1
+# norm-fused inputs (qkv, gate/up, the lm_head) only: each block of a plain one (o_proj, down)
+# must first load x from L2 to quantize it, which cost more than the dot saved (measured with
+# blocks of 4 warps, before the 8-warp prologue blocks: MV_Q8_PLAIN is the next A/B). H100, batch-1
 # graph of random Q4_K models with the tensor-core attention (0c4a189): 1.7B 1.316 ms f32, 1.267
 # int8 for norm-fused inputs, 1.367 int8 for all; 0.6B 0.785 / 0.801 / 0.862.
 MV_Q8 = True
@@ -180,15 +180,13 @@ def matvec(ops, x, w: QuantLinear, bias, act):
             x, smem = materialize(ops, x), q8_smem
     out = ops.alloc((T, n_out), np.float32)
     prologue = isinstance(x, Normed) or q8
-    warps = (MV_NORMED_WARPS if prologue else MV_PLAIN_WARPS) if tk == 1 else MV_WARPS[tk]
+    warps = MV_NORMED_WARPS if tk == 1 and prologue else MV_WARPS[tk]
     teams = (n_out + (0 if mode else 1)) // (1 if mode else 2)      # row pairs, or gate/up pairs
     split = mv_split(ops, warps, K, w, teams, tk)
     per_block = warps // split * (1 if mode else 2)
     groups = (n_out + per_block - 1) // per_block
     if prologue and NORMED_BLOCKS_PER_SM[tk]:   # each block norms / quantizes x again
         groups = min(groups, NORMED_BLOCKS_PER_SM[tk] * MV_WARPS[tk] // warps * ops.dev.sm_count)
-    elif tk == 1 and MV_PLAIN_BLOCKS_PER_SM:
-        groups = min(groups, MV_PLAIN_BLOCKS_PER_SM * ops.dev.sm_count)
     grid = (groups, (T + tk - 1) // tk)
     if isinstance(x, Normed):
         inputs = (None, np.int32(K), np.int32(T), x.a, x.b, x.weight, np.float32(x.eps),
