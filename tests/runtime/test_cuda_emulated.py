@@ -51,6 +51,12 @@ def test_linear_formats(ops):
     assert all(any(f"T=1 split={s}" in n for n in q8) for s in (1, 2, 4)), q8[:5]
     assert any("T=1 matvec_q8 plain x" in n for n in q8) and any("gate/up" in n and "split=1 norm" in n for n in q8), q8
     assert any(dict(key[1]).get("Q8X") == 1 for key in ops.dev._modules if key[0] == "matvec")
+    # one token with the weight staged in shared memory (matvec_t1_stage): int8 and f32 dots,
+    # norm-fused, plain and gate/up, every format, and blocks of more teams than warps
+    staged = [r.name for r in results if " staged" in r.name]
+    assert all(any(f"linear {q.name} K=" in n and f"T=1 {k} norm" in n for n in staged)
+               for q in (Q.Q4_K, Q.Q6_K, Q.Q8_0, Q.Q5_0, Q.Q5_K) for k in ("staged", "staged_q8")), staged[:5]
+    assert any("T=1 staged_q8 silu" in n for n in staged) and any("over 8 SMs" in n for n in staged), staged
 
 
 def test_attention_decode_split_k_and_prefill_after_prefix(ops):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,6 +42,19 @@ class Result:
     @property
     def ok(self) -> bool:
         return bool(np.isfinite(self.err) and self.err <= self.tol)
+
+
+@contextmanager
+def settings(**values):
+    """linear.py's module settings set for the block, restored after."""
+    keep = {k: getattr(linear_mod, k) for k in values}
+    for k, v in values.items():
+        setattr(linear_mod, k, v)
+    try:
+        yield
+    finally:
+        for k, v in keep.items():
+            setattr(linear_mod, k, v)
 
 
 def rel_err(got, ref) -> float:
@@ -89,7 +103,21 @@ def q8_round(x: torch.Tensor) -> torch.Tensor:
 
 def ref_x(kind: str, x: torch.Tensor) -> torch.Tensor:
     """The input a reference linear of `kind` (path()) multiplies."""
-    return q8_round(x) if kind == "matvec_q8" else x
+    return q8_round(x) if kind in ("matvec_q8", "staged_q8") else x
+
+
+def ref_normed(kind: str, w: QuantLinear, a: np.ndarray, b: np.ndarray | None, nw: np.ndarray, h: torch.Tensor,
+               fused: bool = True) -> torch.Tensor:
+    """The normed x (h = rmsnorm(a + b) * nw) a launch of `kind` multiplies (fused: the norm in
+    its prologue; else run first, as for the lm_head). One token
+    with int8 x over a weight of int8 formats only is matvec.cu's one-pass prologue: it rounds
+    (a + b) * nw by its own block maxima and scales the sums by rstd, so the reference rounds
+    that, not h, and no value near a rounding tie goes the other way than in the kernel."""
+    if not fused or kind not in ("matvec_q8", "staged_q8") or a.shape[0] != 1 or any(int(q) not in linear_mod.Q8_QTYPES for q in w.qtypes):
+        return ref_x(kind, h)
+    s = torch.from_numpy(a) + (0 if b is None else torch.from_numpy(b))
+    rstd = torch.rsqrt(s.pow(2).mean(-1, keepdim=True) + 1e-6)
+    return q8_round(s * torch.from_numpy(nw)) * rstd
 
 
 def check_linear(ops: CUDAOps, rng, qtypes=QTYPES) -> list[Result]:
@@ -101,30 +129,32 @@ def check_linear(ops: CUDAOps, rng, qtypes=QTYPES) -> list[Result]:
         gate_up = [random_tensor("g", qtype, 96, K, rng), random_tensor("u", qtype, 96, K, rng)]
         plain = random_tensor("w", qtype, 75, K, rng)
         W, Wgu = dequant(plain), torch.cat([dequant(t) for t in gate_up])
-        for T in (1, 2, 3, 5, 8, 11, 30, 40, 100, 300):
+        # one token twice: weights staged in shared memory (matvec_t1_stage) and not
+        for T, stage in [(1, True), (1, False)] + [(T, True) for T in (2, 3, 5, 8, 11, 30, 40, 100, 300)]:
             a = rng.standard_normal((T, K)).astype(np.float32)
             b = rng.standard_normal((T, K)).astype(np.float32)
             nw = (1 + 0.1 * rng.standard_normal(K)).astype(np.float32)
             bias = rng.standard_normal(75).astype(np.float32)
             h_ref, s_ref = cpu.rms_norm(torch.from_numpy(a), torch.from_numpy(nw), 1e-6, torch.from_numpy(b))
-            for gdt in ("float32", "float16"):
-                ops.gemm_dtype = np.dtype(gdt)
-                ops._loaded.clear()
-                s_out = ops.alloc((T, K), np.float32)
-                x = Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, s_out)
-                wq = ops.linear_weight([plain])
-                y = ops.linear(x, wq, dev.upload(bias))
-                kind = path(ops, T, w=wq)
-                ref_plain = cpu.linear(ref_x(kind, h_ref), W, torch.from_numpy(bias)).numpy()
-                tag = f"linear {qtype.name} K={K} T={T} {kind}"
-                out.append(Result(f"{tag} norm+bias", rel_err(dev.to_host(y), ref_plain), TOL[kind]))
-                out.append(Result(f"{tag} residual sum", rel_err(dev.to_host(s_out), s_ref.numpy()), 1e-6))
-                wgu = ops.linear_weight(gate_up)
-                y = ops.linear(dev.upload(a), wgu, act="silu_mul")
-                kind_gu = path(ops, T, w=wgu, normed=False)
-                ref_gu = cpu.linear(ref_x(kind_gu, torch.from_numpy(a)), Wgu, act="silu_mul").numpy()
-                out.append(Result(f"linear {qtype.name} K={K} T={T} {kind_gu} silu(gate)*up",
-                                  rel_err(dev.to_host(y), ref_gu), TOL[kind_gu]))
+            with settings(MV_STAGE=stage):
+                for gdt in ("float32", "float16"):
+                    ops.gemm_dtype = np.dtype(gdt)
+                    ops._loaded.clear()
+                    s_out = ops.alloc((T, K), np.float32)
+                    x = Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, s_out)
+                    wq = ops.linear_weight([plain])
+                    y = ops.linear(x, wq, dev.upload(bias))
+                    kind = path(ops, T, w=wq)
+                    ref_plain = cpu.linear(ref_normed(kind, wq, a, b, nw, h_ref), W, torch.from_numpy(bias)).numpy()
+                    tag = f"linear {qtype.name} K={K} T={T} {kind}"
+                    out.append(Result(f"{tag} norm+bias", rel_err(dev.to_host(y), ref_plain), TOL[kind]))
+                    out.append(Result(f"{tag} residual sum", rel_err(dev.to_host(s_out), s_ref.numpy()), 1e-6))
+                    wgu = ops.linear_weight(gate_up)
+                    y = ops.linear(dev.upload(a), wgu, act="silu_mul")
+                    kind_gu = path(ops, T, w=wgu, normed=False, mode=1)
+                    ref_gu = cpu.linear(ref_x(kind_gu, torch.from_numpy(a)), Wgu, act="silu_mul").numpy()
+                    out.append(Result(f"linear {qtype.name} K={K} T={T} {kind_gu} silu(gate)*up",
+                                      rel_err(dev.to_host(y), ref_gu), TOL[kind_gu]))
     tall = random_tensor("tall", Q.Q6_K, 9001, 256, rng)     # more row groups than the grid: blocks loop
     a = rng.standard_normal((2, 256)).astype(np.float32)
     ops._loaded.clear()
@@ -134,15 +164,11 @@ def check_linear(ops: CUDAOps, rng, qtypes=QTYPES) -> list[Result]:
     out.append(Result(f"linear Q6_K 9001x256 norm {path(ops, 2, w=wq)} (blocks loop over row groups)",
                       rel_err(dev.to_host(y), ref), TOL[path(ops, 2, w=wq)]))
     # One plain token row: the f32 dot in a block a row group, and the int8 one (MV_Q8_PLAIN)
-    # quantizing x from global memory, its grid capped.
-    saved = linear_mod.MV_Q8_PLAIN
-    for plain_q8 in (False, True):
-        linear_mod.MV_Q8_PLAIN = plain_q8
-        try:
+    # quantizing x from global memory, its grid capped; then staged, 35 teams a block.
+    for plain_q8, stage in ((False, False), (True, False), (False, True)):
+        with settings(MV_Q8_PLAIN=plain_q8, MV_STAGE=stage, MV_STAGE_Q8=False):
             y = ops.linear(dev.upload(a[:1]), wq)
             kind = path(ops, 1, w=wq, normed=False)
-        finally:
-            linear_mod.MV_Q8_PLAIN = saved
         out.append(Result(f"linear Q6_K 9001x256 T=1 {kind} plain x (blocks loop over row groups)",
                           rel_err(dev.to_host(y), cpu.linear(ref_x(kind, torch.from_numpy(a[:1])), dequant(tall)).numpy()),
                           TOL[kind]))
@@ -186,57 +212,62 @@ def check_matvec_splits(ops: CUDAOps, rng) -> list[Result]:
     """matvec.cu (f32) and matvec_tc.cu (f16) with each team size forced: a row count that
     ends mid-tile (the last team reads rows again and stores none of them), norm-fused and
     plain, gate/up, at 1, 5 and 8 tokens."""
-    out, cpu, dev = [], CPUOps(), ops.dev
-    K = 1024
-    plain = random_tensor("w", Q.Q6_K, 301, K, rng)
-    gate_up = [random_tensor("g", Q.Q4_K, 130, K, rng), random_tensor("u", Q.Q4_K, 130, K, rng)]
-    W, Wgu = dequant(plain), torch.cat([dequant(t) for t in gate_up])
-    keep = ops.gemm_dtype
-    for T in (1, 5, 8):
-        a, b = rng.standard_normal((2, T, K)).astype(np.float32)
-        nw = (1 + 0.1 * rng.standard_normal(K)).astype(np.float32)
-        h_ref, _ = cpu.rms_norm(torch.from_numpy(a), torch.from_numpy(nw), 1e-6, torch.from_numpy(b))
-        for gdt in ("float32", "float16"):
-            ops.gemm_dtype = np.dtype(gdt)
-            ops._loaded.clear()
-            wp, wgu = ops.linear_weight([plain]), ops.linear_weight(gate_up)
-            kind = path(ops, T, w=wp)
-            ref_plain = cpu.linear(ref_x(kind, h_ref), W).numpy()
-            ref_gu = cpu.linear(ref_x(kind, h_ref), Wgu, act="silu_mul").numpy()
-            keep_warps = linear_mod.MV_NORMED_WARPS
-            kind_p = path(ops, T, w=wp, normed=False)
-            ref_p = cpu.linear(ref_x(kind_p, torch.from_numpy(a)), W).numpy()
-            cases = [(4, s) for s in (1, 2, 4) + ((8,) if T > 1 else ())]
-            if T == 1:      # one-token launches with a prologue in blocks of 8 (MV_NORMED_WARPS)
-                cases += [(8, 1), (8, 2), (8, 4), (8, 8)]
-            for warps, split in cases:
-                linear_mod.MV_SPLIT = split
-                linear_mod.MV_NORMED_WARPS = warps
-                tag = f"T={T} split={split}" + (f" {warps} warps" if warps != 4 else "")
-                try:
-                    y = ops.linear(Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, None), wp)
-                    out.append(Result(f"{kind} Q6_K 301x{K} {tag} norm", rel_err(dev.to_host(y), ref_plain), TOL[kind]))
-                    y = ops.linear(Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, None), wgu, act="silu_mul")
-                    out.append(Result(f"{kind} Q4_K gate/up 2x130x{K} {tag} norm", rel_err(dev.to_host(y), ref_gu), TOL[kind]))
-                    if T > 1 or warps == 4:     # a plain x at one token runs blocks of 4 warps whatever MV_NORMED_WARPS
-                        y = ops.linear(dev.upload(a), wp)
-                        out.append(Result(f"{kind_p} Q6_K 301x{K} {tag} plain x", rel_err(dev.to_host(y), ref_p), TOL[kind_p]))
-                finally:
-                    linear_mod.MV_SPLIT = None
-                    linear_mod.MV_NORMED_WARPS = keep_warps
-    ops.gemm_dtype = keep
-    return out
+    with settings(MV_STAGE=False):     # forced splits: the unstaged kernels (matvec_t1_stage has none)
+        out, cpu, dev = [], CPUOps(), ops.dev
+        K = 1024
+        plain = random_tensor("w", Q.Q6_K, 301, K, rng)
+        gate_up = [random_tensor("g", Q.Q4_K, 130, K, rng), random_tensor("u", Q.Q4_K, 130, K, rng)]
+        W, Wgu = dequant(plain), torch.cat([dequant(t) for t in gate_up])
+        keep = ops.gemm_dtype
+        for T in (1, 5, 8):
+            a, b = rng.standard_normal((2, T, K)).astype(np.float32)
+            nw = (1 + 0.1 * rng.standard_normal(K)).astype(np.float32)
+            h_ref, _ = cpu.rms_norm(torch.from_numpy(a), torch.from_numpy(nw), 1e-6, torch.from_numpy(b))
+            for gdt in ("float32", "float16"):
+                ops.gemm_dtype = np.dtype(gdt)
+                ops._loaded.clear()
+                wp, wgu = ops.linear_weight([plain]), ops.linear_weight(gate_up)
+                kind = path(ops, T, w=wp)
+                ref_plain = cpu.linear(ref_normed(kind, wp, a, b, nw, h_ref), W).numpy()
+                ref_gu = cpu.linear(ref_normed(kind, wgu, a, b, nw, h_ref), Wgu, act="silu_mul").numpy()
+                keep_warps = linear_mod.MV_NORMED_WARPS
+                kind_p = path(ops, T, w=wp, normed=False)
+                ref_p = cpu.linear(ref_x(kind_p, torch.from_numpy(a)), W).numpy()
+                cases = [(4, s) for s in (1, 2, 4) + ((8,) if T > 1 else ())]
+                if T == 1:      # one-token launches with a prologue in blocks of 8 (MV_NORMED_WARPS)
+                    cases += [(8, 1), (8, 2), (8, 4), (8, 8)]
+                for warps, split in cases:
+                    linear_mod.MV_SPLIT = split
+                    linear_mod.MV_NORMED_WARPS = warps
+                    tag = f"T={T} split={split}" + (f" {warps} warps" if warps != 4 else "")
+                    try:
+                        y = ops.linear(Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, None), wp)
+                        out.append(Result(f"{kind} Q6_K 301x{K} {tag} norm", rel_err(dev.to_host(y), ref_plain), TOL[kind]))
+                        y = ops.linear(Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, None), wgu, act="silu_mul")
+                        out.append(Result(f"{kind} Q4_K gate/up 2x130x{K} {tag} norm", rel_err(dev.to_host(y), ref_gu), TOL[kind]))
+                        if T > 1 or warps == 4:     # a plain x at one token runs blocks of 4 warps whatever MV_NORMED_WARPS
+                            y = ops.linear(dev.upload(a), wp)
+                            out.append(Result(f"{kind_p} Q6_K 301x{K} {tag} plain x", rel_err(dev.to_host(y), ref_p), TOL[kind_p]))
+                    finally:
+                        linear_mod.MV_SPLIT = None
+                        linear_mod.MV_NORMED_WARPS = keep_warps
+        ops.gemm_dtype = keep
+        return out
 
 
-TOL = {"matvec": 2e-5, "matvec_q8": 5e-4, "matvec_tc": 4e-3, "matmul": 4e-3, "cublas-float32": 2e-5, "cublas-float16": 4e-3}
+TOL = {"matvec": 2e-5, "matvec_q8": 5e-4, "staged": 2e-5, "staged_q8": 5e-4, "matvec_tc": 4e-3, "matmul": 4e-3, "cublas-float32": 2e-5, "cublas-float16": 4e-3}
 
 
-def path(ops: CUDAOps, T: int, rows: int = 75, w: QuantLinear | None = None, normed: bool = True) -> str:
+def path(ops: CUDAOps, T: int, rows: int = 75, w: QuantLinear | None = None, normed: bool = True, mode: int = 0) -> str:
     """Which kernels linear.py runs for T token rows (of weight w, or a 1024-column one; x
-    norm-fused or not)."""
+    norm-fused or not; mode 1: gate/up)."""
     if T <= ops.matvec_max_tokens:
         if w is not None and linear_mod.use_tc(ops, T, w, w.cols):
             return "matvec_tc"
+        if T == 1 and w is not None:
+            q8, _, plan = linear_mod.t1_stage(ops, w, normed, mode)
+            if plan is not None:
+                return "staged_q8" if q8 else "staged"
         if w is not None and linear_mod.use_q8(ops, T, w, normed):
             return "matvec_q8"
         return "matvec"
@@ -258,8 +289,11 @@ def check_t1_segments(ops: CUDAOps, rng) -> list[Result]:
              ("zero input", [(Q.Q4_K, 64)], 512, 1 << 30, {"b": False, "zero": True}),
              ("norm once", [(Q.Q6_K, 200)], 512, 64, {}),
              ("wide, int8", [(Q.Q6_K, 200)], 512, -64, {}),    # the lm_head with int8 x: normed in its prologue
-             ("wide, int8, one SM", [(Q.Q6_K, 200)], 512, -64, {"sm": 1})]   # 3 blocks walk 13 row groups
-    for name, parts, K, norm_once, opt in cases:
+             ("wide, int8, one SM", [(Q.Q6_K, 200)], 512, -64, {"sm": 1}),   # 3 blocks walk 13 row groups
+             ("4 SMs", [(Q.Q4_K, 64), (Q.Q6_K, 40)], 512, 1 << 30, {"sm": 4}),   # staged: 13 teams a block
+             ("scale rows of 12 bytes", [(Q.Q8_0, 50)], 192, 1 << 30, {})]       # staged in 4-byte copies
+    # each case staged in shared memory (where it fits: linear.py t1_stage) and not
+    for (name, parts, K, norm_once, opt), stage in [(c, st) for c in cases for st in (True, False)]:
         ts = [random_tensor(f"w{i}", qt, n, K, rng) for i, (qt, n) in enumerate(parts)]
         a, b = rng.standard_normal((2, 1, K)).astype(np.float32) * (0 if opt.get("zero") else 1)
         b = b if opt.get("b", True) else None
@@ -271,19 +305,39 @@ def check_t1_segments(ops: CUDAOps, rng) -> list[Result]:
         linear_mod.NORM_ONCE_ROWS, linear_mod.NORM_ONCE_INT8 = abs(norm_once), norm_once > 0
         dev.sm_count = opt.get("sm", dev.sm_count)
         try:
-            s_out = ops.alloc((1, K), np.float32)
-            wq = ops.linear_weight(ts)
-            y = ops.linear(Normed(dev.upload(a), None if b is None else dev.upload(b), dev.upload(nw), 1e-6, s_out), wq)
-            kind = path(ops, 1, w=wq, normed=wq.rows < norm_once or norm_once < 0)     # norm run once: plain x
+            with settings(MV_STAGE=stage):
+                s_out = ops.alloc((1, K), np.float32)
+                wq = ops.linear_weight(ts)
+                y = ops.linear(Normed(dev.upload(a), None if b is None else dev.upload(b), dev.upload(nw), 1e-6, s_out), wq)
+                fused = wq.rows < norm_once or norm_once < 0
+                kind = path(ops, 1, w=wq, normed=fused)     # norm run once: plain x
         finally:
             linear_mod.NORM_ONCE_ROWS, linear_mod.NORM_ONCE_INT8, dev.sm_count = keep
         # int8 x for the rows of int8-dotted formats only: float rows are dotted with x as it is
-        ref = torch.cat([cpu.linear(ref_x(kind, h_ref) if int(t.qtype) in linear_mod.Q8_QTYPES else h_ref, dequant(t))
+        ref = torch.cat([cpu.linear(ref_normed(kind, wq, a, b, nw, h_ref, fused) if int(t.qtype) in linear_mod.Q8_QTYPES else h_ref, dequant(t))
                          for t in ts], -1).numpy()
         out.append(Result(f"linear T=1 {name} {'|'.join(f'{q.name}x{n}' for q, n in parts)} K={K} norm {kind}",
                           rel_err(dev.to_host(y), ref), TOL[kind]))
         if b is not None:
             out.append(Result(f"linear T=1 {name} residual sum", rel_err(dev.to_host(s_out), s_ref.numpy()), 1e-6))
+    # staged, 301 rows over 8 SMs: 19 teams a block of 16 warps (warps taking one or two), the
+    # last team reading its one row twice
+    plain, gate_up = random_tensor("w", Q.Q6_K, 301, 1024, rng), [random_tensor(n, Q.Q4_K, 130, 1024, rng) for n in "gu"]
+    a = rng.standard_normal((1, 1024)).astype(np.float32)
+    ops._loaded.clear()
+    wp, wgu = ops.linear_weight([plain]), ops.linear_weight(gate_up)
+    keep = dev.sm_count
+    dev.sm_count = 8
+    try:
+        with settings(MV_STAGE=True):
+            y, ygu = ops.linear(dev.upload(a), wp), ops.linear(dev.upload(a), wgu, act="silu_mul")
+            kind, kind_gu = path(ops, 1, w=wp, normed=False), path(ops, 1, w=wgu, normed=False, mode=1)
+    finally:
+        dev.sm_count = keep
+    ref = cpu.linear(ref_x(kind, torch.from_numpy(a)), dequant(plain)).numpy()
+    ref_gu = cpu.linear(ref_x(kind_gu, torch.from_numpy(a)), torch.cat([dequant(t) for t in gate_up]), act="silu_mul").numpy()
+    out.append(Result(f"linear T=1 Q6_K 301x1024 {kind} over 8 SMs", rel_err(dev.to_host(y), ref), TOL[kind]))
+    out.append(Result(f"linear T=1 Q4_K gate/up 2x130x1024 {kind_gu} over 8 SMs", rel_err(dev.to_host(ygu), ref_gu), TOL[kind_gu]))
     return out
 
 

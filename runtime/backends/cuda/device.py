@@ -115,6 +115,8 @@ class CupyDevice:
         props = cupy.cuda.runtime.getDeviceProperties(device_id)
         self.sm_count = props["multiProcessorCount"]
         self.max_smem = props["sharedMemPerBlockOptin"]
+        self.smem_per_sm = props["sharedMemPerMultiprocessor"]
+        self.smem_reserved = props.get("reservedSharedMemPerBlock", 1024)     # the driver's, per block
         self.device_name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
         self.use()
         self._handle = cublas.create()
@@ -233,7 +235,14 @@ class _Launcher:
         # Without the attribute a block gets 48 KiB of dynamic plus static shared memory in all,
         # so a launch asking for exactly 48 KiB dynamic next to a kernel's static arrays fails
         # (the lm_head of a 1536-wide model at 5-8 tokens did); any dynamic size raises the attribute.
-        self.fn, self.dev, self.smem_limit = fn, dev, 0
+        self.fn, self.dev, self.smem_limit, self.shared_preferred = fn, dev, 0, False
+
+    def prefer_shared(self) -> None:
+        """Ask for the SM's largest shared-memory carveout (L1 gets the rest): a kernel that
+        stages weights there (linear.py MV_STAGE) must fit beside the previous kernel's block."""
+        if not self.shared_preferred:
+            self.fn.preferred_shared_memory_carveout = 100
+            self.shared_preferred = True
 
     def __call__(self, grid, block, args, smem: int = 0):
         if smem > self.smem_limit:

@@ -2,7 +2,8 @@
 
 Up to `matvec_max_tokens` rows, a matvec kernel reads each weight byte once per 8 tokens, with
 the residual add + RMSNorm of a `Normed` input fused into its prologue and SiLU(gate) * up into
-its epilogue; graph-capturable. With f16 gemm_dtype (the default) Q4_K, Q6_K and Q8_0 weights
+its epilogue; graph-capturable. At one token a weight whose rows fit half of each SM's shared
+memory is copied there before the kernel's PDL wait (matvec_t1_stage: see MV_STAGE). With f16 gemm_dtype (the default) Q4_K, Q6_K and Q8_0 weights
 go through matvec_tc.cu (f16 decode into tensor-core products, f32 sums: the precision of the
 paths beyond it) from 2 tokens, and at 1 token matvec.cu dots a norm-fused input (qkv,
 gate/up, the lm_head) rounded to int8 in blocks of 16 with any quantized format (__dp4a, as
@@ -100,6 +101,26 @@ MV_UNROLL = 2               # matvec.cu at one token: 16-byte chunks of each row
 # int8 for norm-fused inputs, 1.367 int8 for all; 0.6B 0.785 / 0.801 / 0.862.
 MV_Q8 = True
 MV_Q8_PLAIN = False
+# matvec.cu's matvec_t1_stage for one-token launches whose weight fits: each block (one an SM)
+# copies its rows into shared memory before pdl_wait(), at most half an SM's worth, so the copy
+# streams while the previous kernel still runs beside it. MV_STAGE_Q8: int8 x also for plain
+# inputs (o_proj, down), which each of the <= sm_count blocks quantizes from L2 (f32 dots were
+# slower with the first staged kernel: 0.711 / 1.229 against 0.683 / 1.155 ms,
+# step_settings-stage-8warps.json). H100, batch-1 graph of random Q4_K models, one process
+# (step_settings-stage-lds.json): unstaged 0.700 / 1.088 ms (0.6B / 1.7B), staged 0.635 / 0.937.
+# Reaching that took three fixes, each its own A/B (step_settings-stage-*.json): blocks of 16
+# warps (the dot is exposed after the wait), MV_STAGE_EXCLUSIVE, and dot loads the compiler knows
+# are of shared memory (generic ones waited behind the next launch's cp.async: 0.676 / 0.985).
+MV_STAGE = True
+MV_STAGE_Q8 = True
+# A norm-fused staged launch (qkv, gate/up) asks for half an SM's shared memory, so no SM takes
+# two of its blocks (an SM the previous launch left free did, 3 of 132 for gate/up, and ran them
+# at half speed: the launch's tail; 0.710 / 1.111 -> 0.676 / 0.985 ms); the plain ones between
+# them (o_proj, down) still fit beside it.
+MV_STAGE_EXCLUSIVE = True
+STAGE_SEGMENTS = 4          # matvec.cu's STAGE_PIECES / 2: a gate/up range and an up range
+STAGE_WARPS = 16            # matvec_t1_stage's blocks
+STAGE_STATIC_SMEM = 1024    # its own shared arrays (red, pieces), rounded up
 Q8_QTYPES = {2, 3, 6, 7, 8, 12, 13, 14}     # the formats with quant.cuh Int8<> decoders: all but F32/F16/BF16
 # Columns a 16-byte chunk of each format decodes to (quant.cuh's QK / C): a row has K / this chunks.
 CHUNK_COLS = {0: 4, 1: 8, 30: 8, 2: 32, 3: 32, 6: 32, 7: 32, 8: 16, 12: 32, 13: 32, 14: 32}
@@ -154,6 +175,27 @@ def use_q8(ops, T: int, w: QuantLinear, normed: bool = True) -> bool:
             and any(int(q) in Q8_QTYPES for q in w.qtypes))
 
 
+def stage_plan(ops, w: QuantLinear, n_out: int, mode: int, x_smem: int, exclusive: bool = False):
+    """(grid, teams a block, shared bytes) of a matvec_t1_stage launch, or None where the
+    weight does not stage: its rows of a block do not fit half an SM's shared memory (the
+    lm_head; Q8_0 gate/up of a 1.7B), more segments than pieces, or rows not whole words."""
+    if not MV_STAGE or len(w.segments) > STAGE_SEGMENTS:
+        return None
+    row_bytes = [(s.q.shape[1], 0 if s.s is None else s.s.shape[1]) for s in w.segments]
+    if any(q % 4 or r % 4 for q, r in row_bytes):
+        return None
+    teams = n_out if mode else (n_out + 1) // 2
+    tpb = -(-teams // min(teams, ops.dev.sm_count))
+    # x first (make_x), then each piece's payload and scale bytes, each rounded up to 16 bytes
+    smem = -(-x_smem // 16) * 16 + tpb * 2 * max(q + r for q, r in row_bytes) + 2 * 2 * len(w.segments) * 16
+    # two blocks fit an SM with their own shared arrays and the driver's reserve; an exclusive
+    # one asks for half the SM less the reserve, which two never fit and one does beside any other
+    half = ops.dev.smem_per_sm // 2 - ops.dev.smem_reserved
+    if smem > half - 2 * STAGE_STATIC_SMEM:
+        return None
+    return -(-teams // tpb), tpb, half if exclusive else smem
+
+
 def matvec(ops, x, w: QuantLinear, bias, act):
     T, K = x.shape
     assert not isinstance(x, Normed) or x.sum_out is None or x.sum_out is not x.a and x.sum_out is not x.b
@@ -179,6 +221,10 @@ def matvec(ops, x, w: QuantLinear, bias, act):
         if smem > ops.dev.max_smem - 1024:
             x, smem = materialize(ops, x), q8_smem
     out = ops.alloc((T, n_out), np.float32)
+    if T == 1:
+        staged = matvec_staged(ops, x, w, bias, mode, n_out, out)
+        if staged is not None:
+            return staged
     prologue = isinstance(x, Normed) or q8
     warps = MV_NORMED_WARPS if tk == 1 and prologue else MV_WARPS[tk]
     teams = (n_out + (0 if mode else 1)) // (1 if mode else 2)      # row pairs, or gate/up pairs
@@ -197,6 +243,35 @@ def matvec(ops, x, w: QuantLinear, bias, act):
     getattr(module, f"matvec_t{tk}" if warps == MV_WARPS[tk] else f"matvec_t{tk}_w{warps}")(grid, (32 * warps,), (
         w.table, np.int32(len(w.segments)), np.int32(K), np.int32(n_out), np.int32(mode), np.int32(split), *inputs,
         bias, out, np.int32(n_out)), smem)
+    return out
+
+
+def t1_stage(ops, w: QuantLinear, normed: bool, mode: int):
+    """(int8 x?, x's shared bytes, stage_plan) of a one-token launch of w through
+    matvec_t1_stage; the plan is None where it does not stage."""
+    K = w.cols
+    q8 = use_q8(ops, 1, w, normed or MV_STAGE_Q8)
+    one_pass = q8 and all(int(q) in Q8_QTYPES for q in w.qtypes)
+    x_smem = (K * 3 // 2 if q8 else 0) + (K * 4 if normed and not one_pass else 0)
+    return q8, x_smem, stage_plan(ops, w, w.rows // 2 if mode else w.rows, mode, x_smem, normed and MV_STAGE_EXCLUSIVE)
+
+
+def matvec_staged(ops, x, w: QuantLinear, bias, mode: int, n_out: int, out):
+    """One token through matvec_t1_stage (see MV_STAGE), into out; None where the weight does
+    not stage."""
+    q8, x_smem, plan = t1_stage(ops, w, isinstance(x, Normed), mode)
+    if plan is None:
+        return None
+    grid, tpb, smem = plan
+    if isinstance(x, Normed):
+        inputs = (None, x.a, x.b, x.weight, np.float32(x.eps), x.sum_out if x.b is not None else None)
+    else:
+        inputs = (x, None, None, None, np.float32(0), None)
+    kernel = ops.dev.kernels("matvec", QTYPES=qtype_mask(w), MV_UNROLL=MV_UNROLL, Q8X=int(q8)).matvec_t1_stage
+    kernel.prefer_shared()
+    kernel((grid,), (32 * STAGE_WARPS,), (
+        w.table, np.int32(len(w.segments)), np.int32(w.cols), np.int32(n_out), np.int32(mode), np.int32(tpb),
+        np.int32(-(-x_smem // 16) * 16), *inputs, bias, out), smem)
     return out
 
 

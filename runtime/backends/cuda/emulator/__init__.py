@@ -73,6 +73,8 @@ class EmuDevice:
     device_name = "CPU emulator"
     sm_count = 132                  # as an H100, so launch shapes match the real ones
     max_smem = 227 * 1024
+    smem_per_sm = 228 * 1024
+    smem_reserved = 1024
 
     def __init__(self, cache: str | Path | None = None):
         self.xp = np
@@ -133,6 +135,9 @@ class EmuDevice:
 class _EmuLauncher:
     def __init__(self, lib, name: str, dev: EmuDevice):
         self.lib, self.name, self.dev = lib, name.encode(), dev
+
+    def prefer_shared(self) -> None:       # the carveout: nothing to set on the CPU
+        pass
 
     def __call__(self, grid, block, args, smem: int = 0):
         grid, block = tuple(grid) + (1,) * (3 - len(grid)), tuple(block) + (1,) * (3 - len(block))

@@ -55,6 +55,14 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* global) {
   *reinterpret_cast<uint4*>(smem) = *reinterpret_cast<const uint4*>(global);
 #endif
 }
+// 4 bytes (through L1: cp.async's 16-byte form only skips it), for rows not 16-byte aligned.
+__device__ __forceinline__ void cp_async4(void* smem, const void* global) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(EMULATOR)
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"((u32)__cvta_generic_to_shared(smem)), "l"(global));
+#else
+  *reinterpret_cast<u32*>(smem) = *reinterpret_cast<const u32*>(global);
+#endif
+}
 __device__ __forceinline__ void cp_async_commit() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(EMULATOR)
   asm volatile("cp.async.commit_group;" ::: "memory");

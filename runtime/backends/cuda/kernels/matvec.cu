@@ -24,6 +24,10 @@
 // with an Int8 decoder (the quantized ones): each block quantizes x to int8 in
 // blocks of 16 (d = max|x| / 127, rounded half to even; llama.cpp's MMVQ rounds activations
 // the same way in blocks of 32) and a run of 16 weights costs 4 __dp4a plus its nibble masks.
+//
+// matvec_t1_stage (end of file) is the one-token launch of a weight whose rows fit half an SM's
+// shared memory per block (every linear of a layer up to a 1.7B at Q4_K): it copies them there
+// before pdl_wait(), so the copy runs while the previous kernel does.
 #include "quant.cuh"
 #include "norm.cuh"
 
@@ -258,6 +262,62 @@ __device__ __forceinline__ int team_rows(const Segment* segs, int nseg, int n_ou
   return out0;
 }
 
+// The x a launch multiplies, made after pdl_wait(): row t of xr[] (given, or normed into
+// xs by the prologue), and at one token with Q8X its int8 blocks (xds, xq) in shared memory.
+template <int T> struct XIn {
+  const float* xr[T];
+  const float2* xds = nullptr;
+  const u8* xq = nullptr;
+  float rstd = 1.0f;        // the one-pass prologue's sums are scaled by it
+};
+
+template <int T>
+__device__ __forceinline__ void make_x(float* xs, const float* x, int ldx, int t0, int nt, int K, const float* norm_a,
+                                       const float* norm_b, const float* norm_w, float eps, float* norm_sum, float* red,
+                                       XIn<T>& in) {
+  // A one-token int8 launch over a weight with no float rows norms and quantizes in one pass
+  // (norm_quantize_q8; linear.py gives it no float x in shared memory): its sums are scaled by rstd.
+  constexpr bool q8_only = T == 1 && Q8X && !((QTYPES) & ((1u << 0) | (1u << 1) | (1u << 30)));
+  const bool one_pass = q8_only && norm_w != nullptr;
+  const float* xbase = x + (i64)t0 * ldx;
+  int ld = ldx;
+  if (norm_w != nullptr && !one_pass) {
+    for (int t = 0; t < nt; t++) {
+      const i64 off = (i64)(t0 + t) * K;
+      norm_prologue(norm_a + off, norm_b != nullptr ? norm_b + off : nullptr, norm_w, eps, K,
+                    norm_sum != nullptr && blockIdx.x == 0 ? norm_sum + off : nullptr, xs + t * K, red);
+    }
+    xbase = xs;
+    ld = K;
+  }
+#pragma unroll
+  for (int t = 0; t < T; t++) in.xr[t] = xbase + (i64)min(t, nt - 1) * ld;
+  if constexpr (T == 1 && Q8X) {      // x as int8 behind the normed floats
+    float2* ds = reinterpret_cast<float2*>(xs + (norm_w != nullptr && !one_pass ? K : 0));
+    u32* q = reinterpret_cast<u32*>(ds + K / 16);
+    if (one_pass)
+      in.rstd = norm_quantize_q8(norm_a, norm_b, norm_w, eps, K,
+                                 norm_sum != nullptr && blockIdx.x == 0 ? norm_sum : nullptr, ds, q, red);
+    else
+      quantize_q8(in.xr[0], K, ds, q);
+    __syncthreads();
+    in.xds = ds;
+    in.xq = reinterpret_cast<const u8*>(q);
+  }
+}
+
+// Lane 0 of a team stores its outputs: rows[0], rows[1] (mode 0; the second only if out0 + 1 <
+// n_out) or the SwiGLU product of gate/up output out0 (mode 1).
+__device__ __forceinline__ void store_out(int mode, const int* rows, int out0, int n_out, float v0, float v1,
+                                          const float* bias, float* yt) {
+  if (mode == 0) {
+    yt[rows[0]] = bias != nullptr ? v0 + bias[rows[0]] : v0;
+    if (out0 + 1 < n_out) yt[rows[1]] = bias != nullptr ? v1 + bias[rows[1]] : v1;
+  } else {
+    yt[out0] = v0 / (1.0f + expf(-v0)) * v1;
+  }
+}
+
 // Blocks walk row groups (W / S teams x 1-2 rows) with a stride of gridDim.x: linear.py
 // caps the grid of a norm-fused launch at a few blocks an SM, so the prologue's reads of
 // a, b and w (12 bytes a column) are paid per block, not per row group.
@@ -291,39 +351,9 @@ __device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int
   pdl_wait();
   pdl_launch();
 
-  // A one-token int8 launch over a weight with no float rows norms and quantizes in one pass
-  // (norm_quantize_q8; linear.py gives it no float x in shared memory): its sums are scaled by rstd.
-  constexpr bool q8_only = T == 1 && Q8X && !((QTYPES) & ((1u << 0) | (1u << 1) | (1u << 30)));
-  const bool one_pass = q8_only && norm_w != nullptr;
-  float rstd = 1.0f;
-  const float* xbase = x + (i64)t0 * ldx;
-  int ld = ldx;
-  if (norm_w != nullptr && !one_pass) {
-    for (int t = 0; t < nt; t++) {
-      const i64 off = (i64)(t0 + t) * K;
-      norm_prologue(norm_a + off, norm_b != nullptr ? norm_b + off : nullptr, norm_w, eps, K,
-                    norm_sum != nullptr && blockIdx.x == 0 ? norm_sum + off : nullptr, xs + t * K, red);
-    }
-    xbase = xs;
-    ld = K;
-  }
-  const float* xr[T];
-#pragma unroll
-  for (int t = 0; t < T; t++) xr[t] = xbase + (i64)min(t, nt - 1) * ld;
-  const float2* xds = nullptr;      // Q8X at one token: x as int8 behind the normed floats
-  const u8* xq = nullptr;
-  if constexpr (T == 1 && Q8X) {
-    float2* ds = reinterpret_cast<float2*>(xs + (norm_w != nullptr && !one_pass ? K : 0));
-    u32* q = reinterpret_cast<u32*>(ds + K / 16);
-    if (one_pass)
-      rstd = norm_quantize_q8(norm_a, norm_b, norm_w, eps, K, norm_sum != nullptr && blockIdx.x == 0 ? norm_sum : nullptr,
-                              ds, q, red);
-    else
-      quantize_q8(xr[0], K, ds, q);
-    __syncthreads();
-    xds = ds;
-    xq = reinterpret_cast<const u8*>(q);
-  }
+  XIn<T> in;
+  make_x<T>(xs, x, ldx, t0, nt, K, norm_a, norm_b, norm_w, eps, norm_sum, red, in);
+  const float* const* xr = in.xr;
 
   // No barriers below when split == 1 (a warp leaves at the end of the weight); with teams of
   // several warps, every warp of the block runs every group (the same trip count) for the
@@ -339,7 +369,7 @@ __device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int
     // Both rows of a team share one qtype: linear.py checks that segments start at even rows
     // and runs gate/up pairs of different types as a mode-0 launch plus epilogue.cu.
     if (out0 < n_out)
-      DISPATCH_QTYPE(qt, (dot_rows<FMT, T>(q, s, K / FMT::QK * FMT::C, sub * 32 + lane, 32 * split, xr, xds, xq, acc)));
+      DISPATCH_QTYPE(qt, (dot_rows<FMT, T>(q, s, K / FMT::QK * FMT::C, sub * 32 + lane, 32 * split, xr, in.xds, in.xq, acc)));
 #pragma unroll
     for (int t = 0; t < T; t++) {
       acc[0][t] = warp_sum(acc[0][t]);
@@ -359,15 +389,9 @@ __device__ __forceinline__ void matvec(const Segment* segs, int nseg, int K, int
     }
 #pragma unroll
     for (int t = 0; t < T; t++) {
-      const float v0 = acc[0][t] * rstd, v1 = acc[1][t] * rstd;
+      const float v0 = acc[0][t] * in.rstd, v1 = acc[1][t] * in.rstd;
       if (lane != 0 || t >= nt) continue;
-      float* yt = y + (i64)(t0 + t) * ldy;
-      if (mode == 0) {
-        yt[rows[0]] = bias != nullptr ? v0 + bias[rows[0]] : v0;
-        if (out0 + 1 < n_out) yt[rows[1]] = bias != nullptr ? v1 + bias[rows[1]] : v1;
-      } else {
-        yt[out0] = v0 / (1.0f + expf(-v0)) * v1;
-      }
+      store_out(mode, rows, out0, n_out, v0, v1, bias, y + (i64)(t0 + t) * ldy);
     }
   }
 }
@@ -397,3 +421,101 @@ MATVEC_KERNEL_BOUNDS(matvec_t1_w8, 1, 8, __launch_bounds__(256, 3))
 #else
 MATVEC_KERNEL(matvec_t1_w8, 1, 8)
 #endif
+
+// ---- one token, its weights staged in shared memory (linear.py MV_STAGE) ----------------------
+// Block b owns row teams [b * tpb, (b + 1) * tpb) (a team: rows 2t, 2t + 1, or gate/up rows t,
+// t + n_out) and copies their bytes into shared memory with cp.async *before* pdl_wait(). A
+// block asks at most half an SM's shared memory, so while the previous kernel's block still
+// runs on the SM this one's copy streams from HBM beside it (PDL starts this launch once every
+// block of that one has passed its own wait); after the wait the block makes x (make_x) and
+// its warps dot a row pair at a time from shared memory. What stays on the critical path is
+// the prologue and the dot, not the weight's trip from HBM.
+// The copied ranges are the pieces: each row range (mode 1: gate and up) cut at segment ends.
+#define STAGE_PIECES 8      // linear.py stages weights of at most 4 segments
+struct Piece {
+  int row0, rows, qtype, q_rb, s_rb;
+  int q, s;                 // byte offsets of its rows (and their scale bytes) in the stage
+};
+
+// n bytes from src to dst (shared, 16-byte aligned) in 16-byte copies where src and n allow,
+// else 4-byte ones (linear.py stages only rows of whole 4-byte words).
+__device__ __forceinline__ void stage_copy(u8* dst, const u8* src, int n) {
+  if (((reinterpret_cast<u64>(src) | (u64)n) & 15) == 0)
+    for (int i = 16 * threadIdx.x; i < n; i += 16 * blockDim.x) cp_async16(dst + i, src + i);
+  else
+    for (int i = 4 * threadIdx.x; i < n; i += 4 * blockDim.x) cp_async4(dst + i, src + i);
+}
+
+template <int W>
+__device__ __forceinline__ void matvec_staged(const Segment* segs, int nseg, int K, int n_out, int mode, int tpb,
+                                              int stage_off, const float* x, const float* norm_a,
+                                              const float* norm_b, const float* norm_w, float eps,
+                                              float* norm_sum, const float* bias, float* y) {
+  DYNAMIC_SMEM(float, xs);
+  __shared__ float red[32];
+  __shared__ Piece pieces[STAGE_PIECES];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int teams = mode == 0 ? (n_out + 1) / 2 : n_out;
+  const int t_lo = blockIdx.x * tpb, t_hi = min(t_lo + tpb, teams);
+  u8* stage = reinterpret_cast<u8*>(xs) + stage_off;
+  int np = 0, off = 0;
+  for (int range = 0; range < (mode == 0 ? 1 : 2); range++) {
+    const int lo = mode == 0 ? 2 * t_lo : t_lo + range * n_out;
+    const int hi = mode == 0 ? min(2 * t_hi, n_out) : t_hi + range * n_out;
+    for (int i = 0; i < nseg && np < STAGE_PIECES; i++) {
+      const Segment& g = segs[i];
+      const int a = max(lo, (int)g.row0), b = min(hi, (int)(g.row0 + g.rows));
+      if (a >= b) continue;
+      Piece p{a, b - a, (int)g.qtype, (int)g.q_row_bytes, (int)g.s_row_bytes, off, 0};
+      stage_copy(stage + off, reinterpret_cast<const u8*>(g.q) + (i64)(a - g.row0) * p.q_rb, p.rows * p.q_rb);
+      off += (p.rows * p.q_rb + 15) & ~15;
+      p.s = off;
+      if (p.s_rb > 0) {
+        stage_copy(stage + off, reinterpret_cast<const u8*>(g.s) + (i64)(a - g.row0) * p.s_rb, p.rows * p.s_rb);
+        off += (p.rows * p.s_rb + 15) & ~15;
+      }
+      if (threadIdx.x == 0) pieces[np] = p;
+      np++;
+    }
+  }
+  cp_async_commit();
+  pdl_wait();
+  pdl_launch();
+
+  XIn<1> in;
+  make_x<1>(xs, x, K, 0, 1, K, norm_a, norm_b, norm_w, eps, norm_sum, red, in);
+  cp_async_wait<0>();
+  __syncthreads();          // every thread's copies (and pieces[]) visible to every warp
+  for (int t = t_lo + warp; t < t_hi; t += W) {      // a warp a row pair
+    int rows[2];
+    rows[0] = mode == 0 ? 2 * t : t;
+    rows[1] = mode == 0 ? min(2 * t + 1, n_out - 1) : t + n_out;
+    const u8* q[2];
+    const u8* s[2];
+    int qt = 0;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+      int i = 0;
+      while (i + 1 < np && rows[r] >= pieces[i].row0 + pieces[i].rows) i++;
+      const Piece& p = pieces[i];
+      // offsets from `stage`, not pointers kept in pieces[]: the compiler then knows the loads
+      // are of shared memory (LDS, not generic loads queued behind the next launch's cp.async)
+      q[r] = stage + p.q + (rows[r] - p.row0) * p.q_rb;
+      s[r] = stage + p.s + (rows[r] - p.row0) * p.s_rb;
+      qt = p.qtype;
+    }
+    float acc[2][1] = {{0.0f}, {0.0f}};
+    DISPATCH_QTYPE(qt, (dot_rows<FMT, 1>(q, s, K / FMT::QK * FMT::C, lane, 32, in.xr, in.xds, in.xq, acc)));
+    const float v0 = warp_sum(acc[0][0]) * in.rstd, v1 = warp_sum(acc[1][0]) * in.rstd;
+    if (lane == 0) store_out(mode, rows, rows[0], n_out, v0, v1, bias, y);
+  }
+}
+
+// 16 warps (8 measured slower: 1.7B step 0.987 against 0.936 ms, its dot exposed after the wait);
+// <= 64 registers, so two blocks (this launch's and the next one's) fit an SM's register file.
+extern "C" __global__ void __launch_bounds__(512, 2) matvec_t1_stage(
+    const Segment* segs, int nseg, int K, int n_out, int mode, int tpb, int stage_off, const float* x,
+    const float* norm_a, const float* norm_b, const float* norm_w, float eps, float* norm_sum,
+    const float* bias, float* y) {
+  matvec_staged<16>(segs, nseg, K, n_out, mode, tpb, stage_off, x, norm_a, norm_b, norm_w, eps, norm_sum, bias, y);
+}
