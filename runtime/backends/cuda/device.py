@@ -134,6 +134,11 @@ class CupyDevice:
             os.environ.get("SAMEVM_CUDA_PDL", "1") != "0" else None
         self.capturing = False
 
+    @property
+    def pdl(self) -> bool:
+        """Whether captured kernels may overlap (programmatic dependent launch)."""
+        return self.launch_ex is not None
+
     def use(self) -> None:
         """Make the backend's stream current for this thread (cupy array ops follow it)."""
         self.stream.use()

@@ -75,6 +75,7 @@ class EmuDevice:
     max_smem = 227 * 1024
     smem_per_sm = 228 * 1024
     smem_reserved = 1024
+    pdl = True                      # as an H100: the launches linear.py picks there (staged ones)
 
     def __init__(self, cache: str | Path | None = None):
         self.xp = np
