@@ -321,23 +321,32 @@ def check_t1_segments(ops: CUDAOps, rng) -> list[Result]:
         if b is not None:
             out.append(Result(f"linear T=1 {name} residual sum", rel_err(dev.to_host(s_out), s_ref.numpy()), 1e-6))
     # staged, 301 rows over 8 SMs: 19 teams a block of 16 warps (warps taking one or two), the
-    # last team reading its one row twice
+    # last team reading its one row twice; gate/up plain and norm-fused (the exclusive launch).
+    # The emulator copies cp.async at once: a missing wait before the dot shows on a GPU only.
     plain, gate_up = random_tensor("w", Q.Q6_K, 301, 1024, rng), [random_tensor(n, Q.Q4_K, 130, 1024, rng) for n in "gu"]
-    a = rng.standard_normal((1, 1024)).astype(np.float32)
+    a, b = rng.standard_normal((2, 1, 1024)).astype(np.float32)
+    nw = (1 + 0.1 * rng.standard_normal(1024)).astype(np.float32)
+    h_ref, _ = cpu.rms_norm(torch.from_numpy(a), torch.from_numpy(nw), 1e-6, torch.from_numpy(b))
     ops._loaded.clear()
     wp, wgu = ops.linear_weight([plain]), ops.linear_weight(gate_up)
+    Wgu = torch.cat([dequant(t) for t in gate_up])
     keep = dev.sm_count
     dev.sm_count = 8
     try:
         with settings(MV_STAGE=True):
             y, ygu = ops.linear(dev.upload(a), wp), ops.linear(dev.upload(a), wgu, act="silu_mul")
+            ygn = ops.linear(Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, None), wgu, act="silu_mul")
             kind, kind_gu = path(ops, 1, w=wp, normed=False), path(ops, 1, w=wgu, normed=False, mode=1)
+            kind_gn = path(ops, 1, w=wgu, mode=1)
     finally:
         dev.sm_count = keep
     ref = cpu.linear(ref_x(kind, torch.from_numpy(a)), dequant(plain)).numpy()
-    ref_gu = cpu.linear(ref_x(kind_gu, torch.from_numpy(a)), torch.cat([dequant(t) for t in gate_up]), act="silu_mul").numpy()
+    ref_gu = cpu.linear(ref_x(kind_gu, torch.from_numpy(a)), Wgu, act="silu_mul").numpy()
+    ref_gn = cpu.linear(ref_normed(kind_gn, wgu, a, b, nw, h_ref), Wgu, act="silu_mul").numpy()
     out.append(Result(f"linear T=1 Q6_K 301x1024 {kind} over 8 SMs", rel_err(dev.to_host(y), ref), TOL[kind]))
     out.append(Result(f"linear T=1 Q4_K gate/up 2x130x1024 {kind_gu} over 8 SMs", rel_err(dev.to_host(ygu), ref_gu), TOL[kind_gu]))
+    out.append(Result(f"linear T=1 Q4_K gate/up 2x130x1024 {kind_gn} norm over 8 SMs", rel_err(dev.to_host(ygn), ref_gn),
+                      TOL[kind_gn]))
     return out
 
 

@@ -179,8 +179,9 @@ def stage_plan(ops, w: QuantLinear, n_out: int, mode: int, x_smem: int, exclusiv
     """(grid, teams a block, shared bytes) of a matvec_t1_stage launch, or None where the
     weight does not stage: its rows of a block do not fit half an SM's shared memory (the
     lm_head; Q8_0 gate/up of a 1.7B), more segments than pieces, or rows not whole words; and
-    where kernels do not overlap (no PDL: before Hopper, or SAMEVM_CUDA_PDL=0), as the copy
-    then runs alone before the dot."""
+    on a device whose captured kernels do not overlap (no PDL: before Hopper, or
+    SAMEVM_CUDA_PDL=0), as the copy then runs alone before the dot (eager launches, outside
+    the decode graphs, stage on Hopper too: the same kernels the graphs replay)."""
     if not MV_STAGE or not ops.dev.pdl or len(w.segments) > STAGE_SEGMENTS:
         return None
     row_bytes = [(s.q.shape[1], 0 if s.s is None else s.s.shape[1]) for s in w.segments]

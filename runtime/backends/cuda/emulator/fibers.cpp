@@ -155,8 +155,12 @@ extern "C" int emu_launch(const char* name, unsigned gx, unsigned gy, unsigned g
   if (fibers.size() < n) fibers.resize(n);
   while (stacks.size() < n) stacks.push_back((char*)aligned_alloc(64, kStack));
   warps.assign((n + 31) / 32, Warp());
-  std::vector<unsigned char> smem_buf(smem + 16);
+  // a guard of 4 KiB past the dynamic shared memory the launch asked for: a kernel that writes
+  // beyond it (a size linear.py got wrong) aborts here instead of corrupting the heap unseen
+  const size_t guard = 4096;
+  std::vector<unsigned char> smem_buf(smem + guard);
   dyn_smem = smem_buf.data();
+  memset(dyn_smem + smem, 0xFF, guard);
   grid_dim = {gx, gy, gz};
   block_dim = {bx, by, bz};
   body = it->second;
@@ -167,6 +171,11 @@ extern "C" int emu_launch(const char* name, unsigned gx, unsigned gy, unsigned g
         block_idx = {x, y, z};
         memset(dyn_smem, 0xA5, smem);     // poison: shared memory starts undefined
         run_block(n);
+        for (size_t i = 0; i < guard; i++)
+          if (dyn_smem[smem + i] != 0xFF) {
+            fprintf(stderr, "emu: %s wrote shared memory at +%zu past its %zu dynamic bytes\n", name, i, smem);
+            abort();
+          }
       }
   return 0;
 }
