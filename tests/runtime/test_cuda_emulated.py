@@ -57,6 +57,8 @@ def test_linear_formats(ops):
     assert all(any(f"linear {q.name} K=" in n and f"T=1 {k} norm" in n for n in staged)
                for q in (Q.Q4_K, Q.Q6_K, Q.Q8_0, Q.Q5_0, Q.Q5_K) for k in ("staged", "staged_q8")), staged[:5]
     assert any("T=1 staged_q8 silu" in n for n in staged) and any("over 8 SMs" in n for n in staged), staged
+    # ...and the staged kernel is what ran (the names come from linear.py's plan, not the launch)
+    assert any("matvec_t1_stage" in m._cache for key, m in ops.dev._modules.items() if key[0] == "matvec")
 
 
 def test_attention_decode_split_k_and_prefill_after_prefix(ops):

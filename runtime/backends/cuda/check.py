@@ -230,17 +230,14 @@ def check_matvec_splits(ops: CUDAOps, rng) -> list[Result]:
                 kind = path(ops, T, w=wp)
                 ref_plain = cpu.linear(ref_normed(kind, wp, a, b, nw, h_ref), W).numpy()
                 ref_gu = cpu.linear(ref_normed(kind, wgu, a, b, nw, h_ref), Wgu, act="silu_mul").numpy()
-                keep_warps = linear_mod.MV_NORMED_WARPS
                 kind_p = path(ops, T, w=wp, normed=False)
                 ref_p = cpu.linear(ref_x(kind_p, torch.from_numpy(a)), W).numpy()
                 cases = [(4, s) for s in (1, 2, 4) + ((8,) if T > 1 else ())]
                 if T == 1:      # one-token launches with a prologue in blocks of 8 (MV_NORMED_WARPS)
                     cases += [(8, 1), (8, 2), (8, 4), (8, 8)]
                 for warps, split in cases:
-                    linear_mod.MV_SPLIT = split
-                    linear_mod.MV_NORMED_WARPS = warps
                     tag = f"T={T} split={split}" + (f" {warps} warps" if warps != 4 else "")
-                    try:
+                    with settings(MV_SPLIT=split, MV_NORMED_WARPS=warps):
                         y = ops.linear(Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, None), wp)
                         out.append(Result(f"{kind} Q6_K 301x{K} {tag} norm", rel_err(dev.to_host(y), ref_plain), TOL[kind]))
                         y = ops.linear(Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, None), wgu, act="silu_mul")
@@ -248,9 +245,6 @@ def check_matvec_splits(ops: CUDAOps, rng) -> list[Result]:
                         if T > 1 or warps == 4:     # a plain x at one token runs blocks of 4 warps whatever MV_NORMED_WARPS
                             y = ops.linear(dev.upload(a), wp)
                             out.append(Result(f"{kind_p} Q6_K 301x{K} {tag} plain x", rel_err(dev.to_host(y), ref_p), TOL[kind_p]))
-                    finally:
-                        linear_mod.MV_SPLIT = None
-                        linear_mod.MV_NORMED_WARPS = keep_warps
         ops.gemm_dtype = keep
         return out
 
@@ -301,18 +295,17 @@ def check_t1_segments(ops: CUDAOps, rng) -> list[Result]:
         h_ref, s_ref = cpu.rms_norm(torch.from_numpy(a), torch.from_numpy(nw), 1e-6,
                                     None if b is None else torch.from_numpy(b))
         ops._loaded.clear()
-        keep = linear_mod.NORM_ONCE_ROWS, linear_mod.NORM_ONCE_INT8, dev.sm_count  # norm_once < 0: int8 x kept
-        linear_mod.NORM_ONCE_ROWS, linear_mod.NORM_ONCE_INT8 = abs(norm_once), norm_once > 0
+        keep = dev.sm_count
         dev.sm_count = opt.get("sm", dev.sm_count)
-        try:
-            with settings(MV_STAGE=stage):
+        try:        # norm_once < 0: the lm_head path keeping int8 x
+            with settings(MV_STAGE=stage, NORM_ONCE_ROWS=abs(norm_once), NORM_ONCE_INT8=norm_once > 0):
                 s_out = ops.alloc((1, K), np.float32)
                 wq = ops.linear_weight(ts)
                 y = ops.linear(Normed(dev.upload(a), None if b is None else dev.upload(b), dev.upload(nw), 1e-6, s_out), wq)
                 fused = wq.rows < norm_once or norm_once < 0
                 kind = path(ops, 1, w=wq, normed=fused)     # norm run once: plain x
         finally:
-            linear_mod.NORM_ONCE_ROWS, linear_mod.NORM_ONCE_INT8, dev.sm_count = keep
+            dev.sm_count = keep
         # int8 x for the rows of int8-dotted formats only: float rows are dotted with x as it is
         ref = torch.cat([cpu.linear(ref_normed(kind, wq, a, b, nw, h_ref, fused) if int(t.qtype) in linear_mod.Q8_QTYPES else h_ref, dequant(t))
                          for t in ts], -1).numpy()

@@ -118,7 +118,7 @@ MV_STAGE_Q8 = True
 # at half speed: the launch's tail; 0.710 / 1.111 -> 0.676 / 0.985 ms); the plain ones between
 # them (o_proj, down) still fit beside it.
 MV_STAGE_EXCLUSIVE = True
-STAGE_SEGMENTS = 4          # matvec.cu's STAGE_PIECES / 2: a gate/up range and an up range
+STAGE_SEGMENTS = 4          # matvec.cu's STAGE_PIECES / 2: each segment cut into a gate and an up range
 STAGE_WARPS = 16            # matvec_t1_stage's blocks
 STAGE_STATIC_SMEM = 1024    # its own shared arrays (red, pieces), rounded up
 Q8_QTYPES = {2, 3, 6, 7, 8, 12, 13, 14}     # the formats with quant.cuh Int8<> decoders: all but F32/F16/BF16
@@ -213,21 +213,15 @@ def matvec(ops, x, w: QuantLinear, bias, act):
     if use_tc(ops, T, w, K):
         return matvec_tc(ops, x, w, bias, mode, n_out)
     assert all(s.rows % 2 == 0 for s in w.segments[:-1]), "matvec pairs rows: segments must start at even rows"
-    tk = 1 if T == 1 else 2 if T == 2 else 4 if T <= 4 else 8
-    q8_smem = K * 3 // 2 if q8 else 0       # int8 x and a (scale, sum) pair a 16 columns
-    smem = q8_smem
-    # matvec.cu norms and quantizes in one pass, with no float x in shared memory, where every
-    # format of the weight is int8-dotted (its q8_only)
-    one_pass = q8 and all(int(q) in Q8_QTYPES for q in w.qtypes)
-    if isinstance(x, Normed) and not one_pass:
-        smem += tk * K * 4
-        if smem > ops.dev.max_smem - 1024:
-            x, smem = materialize(ops, x), q8_smem
-    out = ops.alloc((T, n_out), np.float32)
     if T == 1:
-        staged = matvec_staged(ops, x, w, bias, mode, n_out, out)
+        staged = matvec_staged(ops, x, w, bias, mode, n_out)
         if staged is not None:
             return staged
+    tk = 1 if T == 1 else 2 if T == 2 else 4 if T <= 4 else 8
+    smem = x_smem(w, tk, q8, isinstance(x, Normed))
+    if isinstance(x, Normed) and smem > ops.dev.max_smem - 1024:     # the norm's floats do not fit
+        x, smem = materialize(ops, x), x_smem(w, tk, q8, False)
+    out = ops.alloc((T, n_out), np.float32)
     prologue = isinstance(x, Normed) or q8
     warps = MV_NORMED_WARPS if tk == 1 and prologue else MV_WARPS[tk]
     teams = (n_out + (0 if mode else 1)) // (1 if mode else 2)      # row pairs, or gate/up pairs
@@ -249,23 +243,30 @@ def matvec(ops, x, w: QuantLinear, bias, act):
     return out
 
 
+def x_smem(w: QuantLinear, tk: int, q8: bool, normed: bool) -> int:
+    """Shared bytes of the x a matvec.cu launch makes (make_x): at one token with int8 x, the
+    int8 values and a (scale, sum) pair a 16 columns; with a norm-fused input, the normed floats
+    of its tk tokens, except where it norms and quantizes in one pass (every format of the
+    weight int8-dotted: matvec.cu's q8_only)."""
+    one_pass = q8 and all(int(q) in Q8_QTYPES for q in w.qtypes)
+    return (w.cols * 3 // 2 if q8 else 0) + (tk * w.cols * 4 if normed and not one_pass else 0)
+
+
 def t1_stage(ops, w: QuantLinear, normed: bool, mode: int):
     """(int8 x?, x's shared bytes, stage_plan) of a one-token launch of w through
     matvec_t1_stage; the plan is None where it does not stage."""
-    K = w.cols
     q8 = use_q8(ops, 1, w, normed or MV_STAGE_Q8)
-    one_pass = q8 and all(int(q) in Q8_QTYPES for q in w.qtypes)
-    x_smem = (K * 3 // 2 if q8 else 0) + (K * 4 if normed and not one_pass else 0)
-    return q8, x_smem, stage_plan(ops, w, w.rows // 2 if mode else w.rows, mode, x_smem, normed and MV_STAGE_EXCLUSIVE)
+    xs = x_smem(w, 1, q8, normed)
+    return q8, xs, stage_plan(ops, w, w.rows // 2 if mode else w.rows, mode, xs, normed and MV_STAGE_EXCLUSIVE)
 
 
-def matvec_staged(ops, x, w: QuantLinear, bias, mode: int, n_out: int, out):
-    """One token through matvec_t1_stage (see MV_STAGE), into out; None where the weight does
-    not stage."""
-    q8, x_smem, plan = t1_stage(ops, w, isinstance(x, Normed), mode)
+def matvec_staged(ops, x, w: QuantLinear, bias, mode: int, n_out: int):
+    """One token through matvec_t1_stage (see MV_STAGE); None where the weight does not stage."""
+    q8, xs, plan = t1_stage(ops, w, isinstance(x, Normed), mode)
     if plan is None:
         return None
     grid, tpb, smem = plan
+    out = ops.alloc((1, n_out), np.float32)
     if isinstance(x, Normed):
         inputs = (None, x.a, x.b, x.weight, np.float32(x.eps), x.sum_out if x.b is not None else None)
     else:
@@ -274,7 +275,7 @@ def matvec_staged(ops, x, w: QuantLinear, bias, mode: int, n_out: int, out):
     kernel.prefer_shared()
     kernel((grid,), (32 * STAGE_WARPS,), (
         w.table, np.int32(len(w.segments)), np.int32(w.cols), np.int32(n_out), np.int32(mode), np.int32(tpb),
-        np.int32(-(-x_smem // 16) * 16), *inputs, bias, out), smem)
+        np.int32(-(-xs // 16) * 16), *inputs, bias, out), smem)
     return out
 
 
