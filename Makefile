@@ -3,18 +3,23 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# With an NVIDIA driver, the CUDA extra whose CuPy build matches the driver's CUDA major version.
+CUDA_MAJOR := $(shell nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9]*\).*/\1/p' | head -n 1)
+comma  := ,
+EXTRAS := dev,speech,train$(if $(filter 12 13,$(CUDA_MAJOR)),$(comma)cuda$(CUDA_MAJOR))
 
 .PHONY: setup run test test-slow hermes clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,speech,train]'
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[$(EXTRAS)]'
 	touch $@
 
 setup: $(STAMP)
 
-# The main job: start the stack on the default model, run the canonical 5-turn suite through
-# the agent, print each turn's transcript and the pass/fail table (report under .samevm/suites/).
+# The main job: start the stack on the default model for this machine (the 1.5B on a GPU, the
+# 0.5B on the CPU), run the canonical 5-turn suite through the agent, print each turn's
+# transcript, the pass/fail table and what failed (report under .samevm/suites/).
 run: setup
 	$(BIN)/samevm models fetch
 	$(BIN)/samevm suite canonical

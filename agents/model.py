@@ -78,11 +78,11 @@ class ChatModel:
 
     def complete(self, messages: list[dict], tools: list[dict] | None = None,
                  tool_choice: str | dict = "auto", max_tokens: int = 256, temperature: float = 0.0,
-                 seed: int | None = None) -> Reply:
+                 seed: int | None = None, parallel: bool = True) -> Reply:
         body = {"model": self.model, "messages": messages, "max_tokens": max_tokens,
                 "temperature": temperature}
         if tools:
-            body.update(tools=tools, tool_choice=tool_choice)
+            body.update(tools=tools, tool_choice=tool_choice, parallel_tool_calls=parallel)
         if seed is not None:
             body["seed"] = seed
         start = time.monotonic()

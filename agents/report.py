@@ -38,7 +38,7 @@ def turn_transcript(turn: dict) -> str:
 
 def transcript(report: dict) -> str:
     out = [f"suite {report['suite']} on {report['model']} ({report['backend']}, revision {report['revision']}), "
-           f"verify {'on' if report['agent']['verify'] else 'off'}"]
+           f"temperature {report['agent']['temperature']}"]
     for run in report["runs"]:
         out.append(f"\n===== seed {run['seed']}: {'PASS' if run['passed'] else 'FAIL'} ({run['latency_s']:.0f} s)")
         out += [turn_transcript(t) for t in run["turns"]]
@@ -71,3 +71,19 @@ def write(report: dict, directory: Path) -> tuple[Path, Path]:
     json_path.write_text(json.dumps(report, indent=1, ensure_ascii=False, default=str))
     text_path.write_text(transcript(report) + "\n" + table(report) + "\n")
     return json_path, text_path
+
+
+def failures(report: dict) -> str:
+    """What failed, in words: per turn, each failed check with the seeds it failed in and why."""
+    lines = []
+    for i, name in enumerate(t["name"] for t in (report["runs"][0]["turns"] if report["runs"] else [])):
+        seen: dict[str, list[str]] = {}
+        for run in report["runs"]:
+            turn = run["turns"][i]
+            reasons = [f"{c['check']}" + (f" ({c['detail']})" if c["detail"] else "") for c in turn["checks"] if not c["ok"]]
+            if turn["answer"] is None:
+                reasons.append(f"no answer: the turn stopped at {turn['stop']}" + (f" ({turn['error']})" if turn.get("error") else ""))
+            for reason in reasons:
+                seen.setdefault(reason, []).append(f"s{run['seed']}")
+        lines += [f"turn {name} failed {len(seeds)}x ({', '.join(seeds)}): {reason}" for reason, seeds in seen.items()]
+    return "\n".join(lines) if lines else "every turn of every seed passed"

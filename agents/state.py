@@ -1,49 +1,57 @@
-"""Conversation state across turns, kept compact for a small model's context.
+"""Conversation state across turns: the earlier turns as the chat messages they were (the
+user's requests in full, the calls, their results and the answers), within a budget.
 
-A finished turn is carried forward as its request, what its tools returned (as one line of
-`field: value` text, cut to `result_chars`) and its final answer, in a short block the agent
-appends to its system prompt. The results are there because a small model's answer often
-drops one of the values it looked up, and the next request ("store those three facts")
-then has nothing to copy it from. Not as user/assistant/tool messages: given earlier
-answers as its own messages, a 0.5B model tends to answer the new request by repeating the
-last one. Each request and answer is cut to `turn_chars`; past `budget_chars` in all, the
-oldest turns go first. So five turns cost at most about `budget_chars` (budget/4 tokens) on
-top of the system prompt, the tool list and the current turn, whatever the turns did.
+A finished turn is kept as its messages with each tool result cut to `result_chars`, once,
+when it is added, so the rendered history does not change from turn to turn and the runtime's
+prefix cache keeps serving it. Past `budget_chars` the oldest turns first lose their calls and
+results (the request and the answer stay), then go whole. What the user gave (a note, a list
+of values) therefore stays word for word as long as its turn is within the budget.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
-from agents.text import clip
+
+def _size(message: dict) -> int:
+    return len(message.get("content") or "") + len(json.dumps(message.get("tool_calls") or ""))
+
+
+def _spoken(turn: list[dict]) -> list[dict]:
+    """A turn without its calls and results: the request and the answer."""
+    return [m for m in turn if m["role"] == "user" or (m["role"] == "assistant" and not m.get("tool_calls"))]
 
 
 @dataclass(slots=True)
 class Conversation:
-    budget_chars: int = 3000
-    turn_chars: int = 500
-    result_chars: int = 300
-    turns: list[tuple[str, str, str]] = field(default_factory=list)   # (user, tool results, answer)
+    budget_chars: int = 12000      # earlier turns' messages, about budget/4 tokens
+    result_chars: int = 600        # a tool result of an earlier turn is cut to this
+    turns: list[list[dict]] = field(default_factory=list)
 
-    def add(self, user: str, answer: str | None, results: str = "") -> None:
-        self.turns.append((clip(user, self.turn_chars), clip(results, self.result_chars),
-                           clip(answer or "(no answer)", self.turn_chars)))
+    def add(self, messages: list[dict]) -> None:
+        """Keep a finished turn's messages (its user message first)."""
+        kept = []
+        for m in messages:
+            if m["role"] == "tool" and len(m["content"]) > self.result_chars:
+                m = {**m, "content": m["content"][:self.result_chars] + " ...(cut)"}
+            kept.append(m)
+        self.turns.append(kept)
 
     def reset(self) -> None:
         """A new session: nothing of the earlier turns stays in context."""
         self.turns.clear()
 
-    def context(self) -> str:
-        """The carried turns as a text block for the system prompt ("" when there are none),
-        the newest kept first under the budget."""
-        kept: list[tuple[str, str, str]] = []
-        used = 0
-        for turn in reversed(self.turns):
-            used += sum(map(len, turn))
-            if used > self.budget_chars:
+    def history(self) -> list[dict]:
+        """The earlier turns' messages that fit the budget, oldest first."""
+        turns = [list(t) for t in self.turns]
+        used = lambda: sum(_size(m) for t in turns for m in t)  # noqa: E731
+        for i in range(len(turns) - 1):          # the newest turn keeps its calls longest
+            if used() <= self.budget_chars:
                 break
-            kept.append(turn)
-        if not kept:
-            return ""
-        lines = [f"- The user asked: {user}\n" + (f"  Tools returned: {results}\n" if results else "")
-                 + f"  You answered: {answer}" for user, results, answer in reversed(kept)]
-        return "Earlier in this conversation:\n" + "\n".join(lines)
+            turns[i] = _spoken(turns[i])
+        while len(turns) > 1 and used() > self.budget_chars:
+            turns.pop(0)
+        return [m for t in turns for m in t]
+
+    def messages(self, system: str, user: str) -> list[dict]:
+        return [{"role": "system", "content": system}, *self.history(), {"role": "user", "content": user}]

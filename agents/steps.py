@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 # Why a step did not simply execute calls or answer.
-StepKind = Literal["calls", "answer", "malformed", "repeat", "pasted", "verify", "incomplete", "tool_error"]
+StepKind = Literal["calls", "answer", "text", "repeat", "tool_error", "cut_off"]
 # Why a turn ended.
 Stop = Literal["answer", "max_steps", "max_errors", "model_error", "not_run"]
 
@@ -20,10 +20,15 @@ class ToolCallRecord:
     result: dict                   # the registry's envelope: {"ok": ..., "data"|"error": ...}
     latency_s: float
     attempts: int = 1              # > 1 when a retryable failure was retried
+    skipped: bool = False          # not run: a repeat, or after a failed call of the same reply
 
     @property
     def ok(self) -> bool:
         return bool(self.result.get("ok"))
+
+    @classmethod
+    def not_run(cls, call, why: str) -> "ToolCallRecord":
+        return cls(call.id, call.name, call.arguments, {"ok": False, "error": why}, 0.0, 0, skipped=True)
 
 
 @dataclass(slots=True)
@@ -47,7 +52,6 @@ class Turn:
     steps: list[ActionStep] = field(default_factory=list)
     answer: str | None = None
     stop: Stop = "answer"
-    verified: bool = False         # a verify step ran before the answer
     latency_s: float = 0.0
 
     @property

@@ -18,7 +18,20 @@ from tqdm import tqdm
 
 from runtime.gguf import ModelLoadError
 
-DEFAULT_MODEL = "qwen2.5-coder-0.5b"
+DEFAULT_MODEL = "qwen2.5-coder-0.5b"        # the CPU's default, and the smallest that runs the agent
+GPU_DEFAULT_MODEL = "qwen2.5-coder-1.5b"    # where a GPU carries it: the agent suites pass more often
+
+
+def default_model(backend: str) -> str:
+    """The default chat model for a backend setting (cpu, cuda, auto: cuda when a GPU answers)."""
+    if backend == "cuda" or backend == "auto" and _gpu():
+        return GPU_DEFAULT_MODEL
+    return DEFAULT_MODEL
+
+
+def _gpu() -> bool:
+    from runtime.backends import cuda_available
+    return cuda_available()
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +158,7 @@ def listing(home: str | Path) -> list[dict]:
     for m in KNOWN_MODELS.values():
         path = installed_path(m.name, home)
         rows.append({"name": m.name, "description": m.description, "installed": bool(path),
-                     "path": str(path) if path else None, "default": m.name == DEFAULT_MODEL})
+                     "path": str(path) if path else None, "default": m.name == default_model("auto")})
     for extra in sorted(models_dir(home).glob("*.gguf")):
         if extra.name not in {m.filename for m in KNOWN_MODELS.values()}:
             rows.append({"name": extra.name, "description": "local file", "installed": True,

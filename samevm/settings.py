@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pydantic import model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from runtime.catalog import DEFAULT_MODEL
+from runtime.catalog import default_model
 
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SAMEVM_", extra="ignore")
 
     home: Path = Path(".samevm")
-    model: str = DEFAULT_MODEL           # a known model name or a GGUF path
+    model: str = ""                      # a known model name or a GGUF path; "": the default for the backend
     backend: str = "auto"
     cpu_dtype: str = "int8"              # CPU weights when serving: int8 (1.7x transformers) or float32 (reference)
     host: str = "127.0.0.1"
@@ -21,6 +22,12 @@ class Settings(BaseSettings):
     worker_port: int = 8082
     mcp_port: int = 8083                 # `samevm mcp --http` and `samevm up --mcp`
     api_key: str | None = None
+
+    @model_validator(mode="after")
+    def _default_model(self) -> "Settings":
+        if not self.model:
+            self.model = default_model(self.backend)
+        return self
 
     @property
     def tokenizer_cache(self) -> Path:

@@ -28,6 +28,11 @@ def calls(*pairs: tuple[str, dict]) -> dict:
             "finish_reason": "tool_calls"}
 
 
+def answer(content: str) -> dict:
+    """A reply that ends the turn: a call of the agent's final_answer tool."""
+    return call("final_answer", answer=content)
+
+
 def text(content: str, awareness: dict = CONFIDENT) -> dict:
     return {"content": content, "finish_reason": "stop", "awareness": awareness}
 

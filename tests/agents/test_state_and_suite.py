@@ -1,4 +1,4 @@
-"""Conversation compaction across turns (through Agent.run) and the suite file format."""
+"""The suite file format."""
 from __future__ import annotations
 
 import json
@@ -7,42 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agents.state import Conversation
 from agents.suite import SUITES_DIR, load, parse
 from tests.agents.fake_model import text
-
-
-def test_earlier_turns_are_carried_as_request_results_and_answer_text(agent_for, registry):
-    from tests.agents.fake_model import call
-    agent, fake = agent_for([call("add", a=40, b=2), text("I added them."), text("You asked about 40 + 2.")])
-    agent.run("What is 40 + 2?", registry.openai_tools())
-    agent.run("What did I ask before?", registry.openai_tools())
-    first, second = fake.requests[0]["messages"], fake.requests[2]["messages"]
-    assert [m["role"] for m in second] == ["system", "user"]          # not as messages to imitate
-    assert second[0]["content"].startswith(first[0]["content"])
-    carried = second[0]["content"][len(first[0]["content"]):]
-    assert "The user asked: What is 40 + 2?" in carried and "You answered: I added them." in carried
-    # The value the answer left out still reaches the next turn, as text, not as a call to copy.
-    assert "Tools returned: add: 42" in carried and "a=40" not in carried
-
-
-def test_five_long_turns_stay_within_the_budget(agent_for, registry):
-    long_answer = "fact " * 400                                       # 2,000 characters each
-    agent, fake = agent_for([text(long_answer)] * 6)
-    for i in range(6):
-        agent.run(f"turn {i}: " + "detail " * 100, registry.openai_tools())
-    system = fake.requests[-1]["messages"][0]["content"]
-    carried = system[len(agent.system):]
-    assert 0 < len(carried) <= agent.conversation.budget_chars + 200    # + the block's own words
-    assert "turn 4:" in carried and "turn 0:" not in carried            # the newest turns are kept
-
-
-def test_a_new_session_forgets_the_context():
-    c = Conversation()
-    c.add("remember 7", "ok")
-    assert "remember 7" in c.context()
-    c.reset()
-    assert c.context() == ""
 
 
 def test_shipped_suites_load():

@@ -58,7 +58,7 @@ def suite_cli(worker, monkeypatch, tmp_path):
         monkeypatch.setenv("SAMEVM_WORKER_PORT", str(worker_port))
         out = tmp_path / f"report-{runtime_port}"
         with ScriptedModel(script, port=runtime_port) as fake:
-            code = main(["--home", str(home), "suite", *args, "--out", str(out), "--quiet"])
+            code = main(["--home", str(home), "suite", *args, "--out", str(out), "--quiet", "--strict"])
         assert (out / "transcript.txt").is_file()
         return code, json.loads((out / "report.json").read_text()), fake
     return run
@@ -118,7 +118,7 @@ def test_a_suite_file_given_by_path_with_runtime_facts(suite_cli, tmp_path):
                                    str(path))
     assert code == 0, checks(report)
     assert report["suite_file"] == str(path)
-    assert [t["function"]["name"] for t in fake.requests[0]["tools"]] == ["runtime_status", "runtime_models"]
+    assert [t["function"]["name"] for t in fake.requests[0]["tools"]] == ["runtime_status", "runtime_models", "final_answer"]
 
 
 def work_for(run: str) -> list[dict]:
