@@ -106,9 +106,14 @@ class SuiteRunner:
         fill = filler(self.info, seed)
         registry = within(self.registry, f"s{seed}")
         probe = self.probe.within(f"s{seed}", registry)
-        self.reset(probe, registry, fill)
+        try:
+            self.reset(probe, registry, fill)
+            return self._play(seed, FaultyTools(registry, self.suite.faults), probe, fill)
+        finally:
+            probe.close()
+
+    def _play(self, seed: int, tools: FaultyTools, probe: Probe, fill: Callable[[str], str]) -> dict:
         mark = probe.memory_mark() if any(t.expect.memory for t in self.suite.turns) else 0
-        tools = FaultyTools(registry, self.suite.faults)
         config = agent_config(self.suite, {**self.overrides, "seed": seed * 1000})
         agent = Agent(self.model, tools, config, conversation=Conversation())
         turns, error = [], None
@@ -119,7 +124,7 @@ class SuiteRunner:
             tools.turn = spec.name
             if error is None:
                 try:
-                    turn = agent.run(fill(spec.user), offered(registry, spec.tools))
+                    turn = agent.run(fill(spec.user), offered(tools.tools, spec.tools))
                 except ModelError as e:       # the runtime failed, not the model: this seed fails, the others go on
                     error, turn = str(e), Turn(fill(spec.user), stop="model_error")
             else:
@@ -132,7 +137,6 @@ class SuiteRunner:
             turns.append(record)
             if self.on_turn:
                 self.on_turn(seed, record)
-        probe.close()
         return {"seed": seed, "passed": all(t["passed"] for t in turns), "turns": turns,
                 "latency_s": time.monotonic() - start, **({"error": error} if error else {})}
 
