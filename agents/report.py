@@ -19,7 +19,8 @@ def _call_line(call: dict) -> str:
 
 
 def turn_transcript(turn: dict) -> str:
-    lines = [f"--- turn {turn['name']}{' (new session)' if turn.get('new_session') else ''}: "
+    faults = f" ({turn['faults_injected']} injected tool failures)" if turn.get("faults_injected") else ""
+    lines = [f"--- turn {turn['name']}{' (new session)' if turn.get('new_session') else ''}{faults}: "
              f"{'PASS' if turn['passed'] else 'FAIL'}",
              f"USER: {turn['user'].strip()}"]
     for step in turn["steps"]:

@@ -1,15 +1,17 @@
-"""Run a suite against a live stack: per seed, reset what the suite names, then play its
-turns through one Agent (so the conversation carries across turns) and check each turn.
+"""Run a suite against a live stack: per seed, empty the seed's namespace and apply the
+suite's reset, then play its turns through one Agent (so the conversation carries across
+turns) and check each turn.
 
+Each seed stores in a namespace of its own ("s3"): its tools are a registry whose context
+maps the names the model chooses (a database `budget`) to the worker's (`s3__budget`), and
+its checks read through the same namespace. So seeds can run in parallel on one worker (the
+runtime batches their requests) without seeing each other's rows, documents or notes.
 The seed goes to the runtime's sampler (request seed = seed * 1000 + step), so seeds differ
-only when the suite samples (agent.temperature > 0). Seeds can run in parallel (the
-runtime batches their requests): a suite names what it stores with {run} ("s<seed>") so
-that runs do not share tables, documents or notes. The result is a plain dict (see
+only when the suite samples (agent.temperature > 0). The result is a plain dict (see
 agents/report.py for its shape and the transcript).
 """
 from __future__ import annotations
 
-import copy
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +21,7 @@ from typing import Callable
 
 from agents.checks import Probe, evaluate
 from agents.config import AgentConfig
+from agents.faults import FaultyTools
 from agents.loop import Agent
 from agents.model import ChatModel, ModelError
 from agents.state import Conversation
@@ -26,43 +29,44 @@ from agents.steps import Turn
 from agents.suite import Suite
 
 
-def offered(registry, names: list[str] | None, hide: list[str] = (), require: list[str] = ()) -> list[dict]:
+def offered(registry, names: list[str] | None) -> list[dict]:
     """OpenAI schemas of the tools a turn offers: `names` are toolsets or tool names (None:
-    every tool), without the optional parameters named in `hide` ("tool.parameter") and with
-    those in `require` made required. What a small model is not shown it cannot fill with
-    values borrowed from a description; what the schema requires the server enforces (a
-    call without it is refused, and asked for again under constrained decoding)."""
+    every tool), as the registry describes them."""
     sets = set(registry.toolsets())
     unknown = [n for n in names or [] if n not in sets and n not in registry.tools]
     if unknown:
         raise ValueError(f"unknown tools or toolsets {unknown}; toolsets: {sorted(sets)}")
-    tools = [t for t in registry.tools.values() if names is None or t.toolset in names or t.name in names]
-    out = []
-    for tool in tools:
-        schema = copy.deepcopy(tool.openai())
-        params = schema["function"]["parameters"]
-        for item in hide:
-            name, _, param = item.partition(".")
-            if name == tool.name and param in params.get("properties", {}):
-                if param in params.get("required", []):
-                    raise ValueError(f"hide_parameters: {item} is required and cannot be hidden")
-                del params["properties"][param]
-        for item in require:
-            name, _, param = item.partition(".")
-            if name == tool.name:
-                if param not in params.get("properties", {}):
-                    raise ValueError(f"require_parameters: {tool.name} has no parameter {param!r}")
-                params["required"] = sorted(set(params.get("required", [])) | {param})
-        out.append(schema)
-    return out
+    return [t.openai() for t in registry.tools.values() if names is None or t.toolset in names or t.name in names]
+
+
+def within(registry, namespace: str):
+    """The registry's tools bound to a copy of its context that stores under `namespace`
+    (a registry without a context has nothing to keep apart, and is returned as it is)."""
+    if registry.context is None:
+        return registry
+    scoped = type(registry)(registry.context.within(namespace))
+    for tool in registry.tools.values():
+        scoped.add(tool)
+    return scoped
 
 
 def filler(info: dict, seed: int) -> Callable[[str], str]:
     """str -> str filling {runtime.model|backend|context_length|revision} from /v1/models,
-    and {run} with this seed's name."""
+    and {run} with this seed's name (a value YAML read as a number or a date is taken as written)."""
     runtime = SimpleNamespace(model=info.get("id"), backend=info.get("backend"),
                               context_length=info.get("context_length"), revision=info.get("revision"))
-    return lambda text: text.format(runtime=runtime, run=f"s{seed}")
+    return lambda text: str(text).format(runtime=runtime, run=f"s{seed}")
+
+
+def fill_all(value, fill):
+    """`fill` applied to every string inside a JSON-like value."""
+    if isinstance(value, str):
+        return fill(value)
+    if isinstance(value, dict):
+        return {k: fill_all(v, fill) for k, v in value.items()}
+    if isinstance(value, list):
+        return [fill_all(v, fill) for v in value]
+    return value
 
 
 def agent_config(suite: Suite, overrides: dict) -> AgentConfig:
@@ -81,41 +85,54 @@ class SuiteRunner:
         self.overrides = overrides or {}
         self.on_turn = on_turn
         self.info = model.info()
+        unknown = {f.tool for f in suite.faults} - set(registry.tools)
+        if unknown:
+            raise ValueError(f"faults name tools the registry does not have: {sorted(unknown)}")
 
-    def reset(self, fill: Callable[[str], str]) -> None:
+    def reset(self, probe: Probe, tools, fill: Callable[[str], str]) -> None:
+        """Empty the seed's namespace, then run what the suite's `reset` names."""
+        probe.clear()
         r = self.suite.reset
         for item in r.sql:
-            self.probe.sql_exec(fill(item["db"]), fill(item["sql"]))
+            probe.sql_exec(fill(item["db"]), fill(item["sql"]))
         for source in r.rag_sources:
-            self.probe.rag_delete(fill(source), r.collection)
+            probe.rag_delete(fill(source), r.collection)
         for item in r.tools:
-            args = {k: fill(v) if isinstance(v, str) else v for k, v in (item.get("arguments") or {}).items()}
-            result = self.registry.call(item["name"], args)
+            result = tools.call(item["name"], fill_all(item.get("arguments") or {}, fill))
             if not result.get("ok"):
                 raise RuntimeError(f"suite reset: {item['name']} failed: {result.get('error')}")
 
     def run_seed(self, seed: int) -> dict:
         fill = filler(self.info, seed)
-        self.reset(fill)
-        mark = self.probe.memory_mark() if any(t.expect.memory for t in self.suite.turns) else 0
+        registry = within(self.registry, f"s{seed}")
+        probe = self.probe.within(f"s{seed}", registry)
+        try:
+            self.reset(probe, registry, fill)
+            return self._play(seed, FaultyTools(registry, self.suite.faults), probe, fill)
+        finally:
+            probe.close()
+
+    def _play(self, seed: int, tools: FaultyTools, probe: Probe, fill: Callable[[str], str]) -> dict:
+        mark = probe.memory_mark() if any(t.expect.memory for t in self.suite.turns) else 0
         config = agent_config(self.suite, {**self.overrides, "seed": seed * 1000})
-        agent = Agent(self.model, self.registry, config, conversation=Conversation())
+        agent = Agent(self.model, tools, config, conversation=Conversation())
         turns, error = [], None
         start = time.monotonic()
         for spec in self.suite.turns:
             if spec.new_session:
                 agent.conversation.reset()
+            tools.turn = spec.name
             if error is None:
                 try:
-                    turn = agent.run(fill(spec.user), offered(self.registry, spec.tools, self.suite.hide_parameters,
-                                                                    self.suite.require_parameters))
+                    turn = agent.run(fill(spec.user), offered(tools.tools, spec.tools))
                 except ModelError as e:       # the runtime failed, not the model: this seed fails, the others go on
                     error, turn = str(e), Turn(fill(spec.user), stop="model_error")
             else:
                 turn = Turn(fill(spec.user), stop="not_run")
-            checks = [] if error else evaluate(spec.expect, turn, self.probe, fill, mark)
+            checks = [] if error else evaluate(spec.expect, turn, probe, fill, mark)
             record = {"name": spec.name, "passed": error is None and all(c.ok for c in checks) and turn.answer is not None,
                       "checks": [asdict(c) for c in checks], "new_session": spec.new_session,
+                      "faults_injected": tools.injected_in(spec.name),
                       **({"error": error} if error else {}), **turn.to_dict()}
             turns.append(record)
             if self.on_turn:
@@ -138,7 +155,7 @@ class SuiteRunner:
 
 def summary(suite: Suite, runs: list[dict]) -> dict:
     """Pass rates overall and per turn, with the checks that failed most often (a check that
-    names its run, such as the database suite_s3, is counted under the name with {run})."""
+    names its run, such as the source notes-s3, is counted under the name with {run})."""
     n = len(runs)
     per_turn = {}
     for i, spec in enumerate(suite.turns):
@@ -155,6 +172,7 @@ def summary(suite: Suite, runs: list[dict]) -> dict:
         records = [r["turns"][i] for r in runs]
         per_turn[spec.name] = {"pass_rate": sum(r["passed"] for r in records) / n if n else 0.0,
                                "failed_checks": failed,
+                               "mean_steps": sum(len(r["steps"]) for r in records) / n if n else 0.0,
                                "mean_latency_s": sum(r["latency_s"] for r in records) / n if n else 0.0}
     return {"runs": n, "passed": sum(r["passed"] for r in runs),
             "pass_rate": sum(r["passed"] for r in runs) / n if n else 0.0, "turns": per_turn}

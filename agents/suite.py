@@ -1,33 +1,44 @@
 """Conversation suites: multi-turn scenarios with per-turn checks, declared in YAML.
 
-    name: canonical
+    name: budget
+    description: ...
     agent: {max_steps: 8, temperature: 0.3}    # AgentConfig fields (optional)
-    hide_parameters: [rag_ingest.paths]        # optional parameters the model is not shown
-    require_parameters: [rag_ingest.source]    # optional ones its schema makes required
-    reset:                                     # before each seed, not by the model
-      sql: [{db: "suite_{run}", sql: "DROP TABLE IF EXISTS facts"}]
-      rag_sources: ["qwen-background-{run}"]   # documents deleted from `collection`
-      tools: [{name: memory_clear, arguments: {}}]
+    faults:                                    # tool failures injected by the runner
+      - {tool: sql_exec, turn: log, times: 2, error: "database is locked", retryable: true}
+    reset:                                     # before each seed, after its namespace is emptied
+      sql: [{db: facts, sql: "CREATE TABLE ..."}]   # (easy variants only: natural suites create nothing)
+      tools: [{name: memory_add, arguments: {text: "..."}}]
     turns:
-      - name: discover
-        user: "Which model serves you? ..."
-        tools: [runtime]                       # toolsets or tool names offered (default: all)
+      - name: log
+        user: "I spent 84.50 on groceries today, keep track of it for me."
+        tools: [sql, rag, memory]              # toolsets or tool names offered (default: all)
         new_session: false                     # true: earlier turns leave the context
         expect:
-          called: [runtime_status]             # tools that must have run and succeeded
-          not_called: []
-          answer_contains: ["{runtime.context_length}"]
+          called: [sql_exec]                   # tools that must have run and succeeded
+          not_called: [rag_ingest]             # tools that must not have been called at all
+          recovered: [sql_exec]                # failed in this turn, and its last call succeeded
+          answer_contains: ["84.5"]            # facts (from the user, a store or the runtime)
           answer_contains_any: [[database, sql]]   # each group: one of them
           answer_excludes: ["I cannot"]
-          sql: [{db: suite, query: "SELECT value FROM facts", min_rows: 3, contains: [...]}]
-          rag: [{query: "...", source: qwen-background, contains: [...], k: 3}]
-          tool: [{name: rag_documents, arguments: {}, contains: [qwen-background]}]
-          memory: [{contains: [facts]}]        # a note saved during this seed says so
+          sql: [{contains: [groceries, "84.5"], min_rows: 1},   # any table of any database
+                {contains: [groceries, "94.5"], same_row: true, absent: [groceries, "84.5"]}]
+          rag: [{query: "...", contains: [...], k: 3}]         # any collection, any source
+          memory: [{contains: [...], contains_any: [[...]]}]   # a note saved during this seed
+          tool: [{name: rag_documents, arguments: {}, contains: [...]}]
+        gold:                                  # calls a correct agent could make (never shown)
+          - {name: sql_exec, arguments: {db: budget, sql: "CREATE TABLE ..."}}
+        gold_answer: "..."                     # optional; else the gold results as text
 
-Text in `user`, `reset` and every expectation may name facts of the live runtime, filled in
-at run time: {runtime.model}, {runtime.backend}, {runtime.context_length},
-{runtime.revision}; and {run}, the seed's name ("s3"), to keep what parallel seeds store
-apart (a database suite_{run}, a source notes-{run}).
+Every seed runs in a namespace of its own ("s3"): the tools store the database the model
+calls `budget` as `s3__budget`, and the checks read through the same namespace. So a check
+need not know which names the model chose: `sql` without `db` scans every table of the
+seed's databases (the memory tool's own excepted) for rows holding the values; with `db`
+and no `query`, every table of that database; with both, the query's rows. `rag` without
+`collection` or `source` searches every collection of the seed.
+
+Text in `user`, `gold`, `reset` and every expectation may name facts of the live runtime,
+filled in at run time: {runtime.model}, {runtime.backend}, {runtime.context_length},
+{runtime.revision}; and {run}, the seed's name ("s3").
 `load` takes a suite name (a file in agents/suites/) or a path to a YAML file, and refuses
 unknown keys, so a typo in a check cannot silently turn it off.
 """
@@ -43,10 +54,12 @@ SUITES_DIR = Path(__file__).parent / "suites"
 
 @dataclass(slots=True)
 class SqlExpect:
-    db: str
-    query: str
-    min_rows: int = 1
     contains: list[str] = field(default_factory=list)
+    min_rows: int = 1
+    db: str | None = None
+    query: str | None = None
+    same_row: bool = False          # every value in one row (else: one table holds them all)
+    absent: list[str] = field(default_factory=list)   # and no row holds all of these (a value replaced)
 
 
 @dataclass(slots=True)
@@ -55,7 +68,7 @@ class RagExpect:
     contains: list[str] = field(default_factory=list)
     source: str | None = None
     k: int = 3
-    collection: str = "default"
+    collection: str | None = None   # None: every collection of the seed
 
 
 @dataclass(slots=True)
@@ -68,12 +81,14 @@ class ToolExpect:
 @dataclass(slots=True)
 class MemoryExpect:
     contains: list[str] = field(default_factory=list)
+    contains_any: list[list[str]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class Expect:
     called: list[str] = field(default_factory=list)
     not_called: list[str] = field(default_factory=list)
+    recovered: list[str] = field(default_factory=list)
     answer_contains: list[str] = field(default_factory=list)
     answer_contains_any: list[list[str]] = field(default_factory=list)
     answer_excludes: list[str] = field(default_factory=list)
@@ -84,12 +99,29 @@ class Expect:
 
 
 @dataclass(slots=True)
+class GoldCall:
+    name: str
+    arguments: dict = field(default_factory=dict)
+
+
+@dataclass(slots=True)
 class TurnSpec:
     name: str
     user: str
     tools: list[str] | None = None
     new_session: bool = False
     expect: Expect = field(default_factory=Expect)
+    gold: list[GoldCall] = field(default_factory=list)
+    gold_answer: str | None = None
+
+
+@dataclass(slots=True)
+class Fault:
+    tool: str
+    turn: str
+    error: str
+    times: int = 1                  # calls of `tool` in `turn` that fail (the loop's own retries count)
+    retryable: bool = True
 
 
 @dataclass(slots=True)
@@ -106,8 +138,7 @@ class Suite:
     turns: list[TurnSpec]
     description: str = ""
     agent: dict = field(default_factory=dict)
-    hide_parameters: list[str] = field(default_factory=list)     # "tool.parameter"
-    require_parameters: list[str] = field(default_factory=list)  # "tool.parameter"
+    faults: list[Fault] = field(default_factory=list)
     reset: Reset = field(default_factory=Reset)
     path: Path | None = None
 
@@ -132,31 +163,36 @@ def _list_of(cls, items, where: str) -> list:
     return [_build(cls, item, f"{where}[{i}]") for i, item in enumerate(items)]
 
 
+def _turn(raw, where: str) -> TurnSpec:
+    turn = _build(TurnSpec, raw, where)
+    e = _build(Expect, raw.get("expect") or {}, f"{where}.expect")
+    e.sql = _list_of(SqlExpect, e.sql, f"{where}.expect.sql")
+    if any(s.query and not s.db for s in e.sql):
+        raise ValueError(f"{where}.expect.sql: a query needs the db it runs in")
+    e.rag = _list_of(RagExpect, e.rag, f"{where}.expect.rag")
+    e.tool = _list_of(ToolExpect, e.tool, f"{where}.expect.tool")
+    e.memory = _list_of(MemoryExpect, e.memory, f"{where}.expect.memory")
+    turn.expect = e
+    turn.gold = _list_of(GoldCall, turn.gold, f"{where}.gold")
+    return turn
+
+
 def parse(data: dict, path: Path | None = None) -> Suite:
     where = str(path or "suite")
     suite = _build(Suite, {**data, "path": path}, where)
     suite.reset = _build(Reset, data.get("reset") or {}, f"{where}: reset")
     if not isinstance(data.get("turns"), list):
         raise ValueError(f"{where}: turns must be a list")
-    turns = []
-    for i, raw in enumerate(data["turns"]):
-        turn = _build(TurnSpec, raw, f"{where}: turns[{i}]")
-        e = _build(Expect, raw.get("expect") or {}, f"{where}: turns[{i}].expect")
-        e.sql = _list_of(SqlExpect, e.sql, f"{where}: turns[{i}].expect.sql")
-        e.rag = _list_of(RagExpect, e.rag, f"{where}: turns[{i}].expect.rag")
-        e.tool = _list_of(ToolExpect, e.tool, f"{where}: turns[{i}].expect.tool")
-        e.memory = _list_of(MemoryExpect, e.memory, f"{where}: turns[{i}].expect.memory")
-        turn.expect = e
-        turns.append(turn)
-    if not turns:
+    suite.turns = [_turn(raw, f"{where}: turns[{i}]") for i, raw in enumerate(data["turns"])]
+    if not suite.turns:
         raise ValueError(f"{where}: a suite needs at least one turn")
-    bad = [h for h in suite.hide_parameters + suite.require_parameters if h.count(".") != 1]
-    if bad:
-        raise ValueError(f"{where}: hide_ and require_parameters take tool.parameter names, not {bad}")
-    suite.turns = turns
-    names = [t.name for t in turns]
+    names = [t.name for t in suite.turns]
     if len(set(names)) != len(names):
         raise ValueError(f"{where}: turn names must be unique, got {names}")
+    suite.faults = _list_of(Fault, suite.faults, f"{where}: faults")
+    stray = [f.turn for f in suite.faults if f.turn not in names]
+    if stray or any(f.times < 1 for f in suite.faults):
+        raise ValueError(f"{where}: faults need a turn of this suite ({stray} are not) and times >= 1")
     return suite
 
 
@@ -169,9 +205,13 @@ def resolve(name_or_path: str) -> Path:
         return path
     path = SUITES_DIR / f"{name_or_path}.yaml"
     if not path.is_file():
-        known = sorted(p.stem for p in SUITES_DIR.glob("*.yaml"))
-        raise ValueError(f"no suite named {name_or_path!r}; known: {', '.join(known)} (or give a path)")
+        raise ValueError(f"no suite named {name_or_path!r}; known: {', '.join(names())} (or give a path)")
     return path
+
+
+def names() -> list[str]:
+    """The suites of the library (agents/suites/*.yaml)."""
+    return sorted(p.stem for p in SUITES_DIR.glob("*.yaml"))
 
 
 def load(name_or_path: str) -> Suite:

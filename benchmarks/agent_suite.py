@@ -1,16 +1,17 @@
-"""Pass rates of the conversation suites over seeds: the canonical 5-turn suite and the
-freeform turn, with and without the uncertainty-aware verify step, on each chat model.
+"""Pass rates of the suite library (agents/suites/*.yaml) over seeds, per chat model and
+backend: every suite, or --suites, 10 seeds at temperature 0.3 by default.
 
-Every (suite, verify) cell of a model starts its own stack (runtime + worker) over a fresh
-data directory and runs the same seeds, sampled at --temperature so seeds differ, with
---parallel seeds batched by the runtime at once. Each finished cell is written to the
-JSON at once, and --resume skips cells already there, so a long matrix can be run in
-parts. Full reports and transcripts go under the data directory (not committed).
---backend picks the runtime's backend (cpu, the default, or cuda); each cell records the
-backend the runtime reported serving on and the device's name.
+Each model gets one stack (runtime + worker) over a fresh data directory; the suites run on
+it one after another, each seed in a namespace of its own that is emptied before it starts
+(agents/runner.py), --parallel seeds at once batched by the runtime. A record per (suite,
+model, backend, adapter, commit) goes into the JSON as soon as its suite finishes; records of
+other keys already in the file are kept (so a CPU run and a GPU run add up), and --resume
+skips the suites whose record at this commit is there. Full reports and transcripts go under
+--home (not committed); the PNG shows the newest record of each (suite, model, backend, adapter).
 
-    python benchmarks/agent_suite.py --models qwen2.5-coder-0.5b --seeds 10 --parallel 5
-    python benchmarks/agent_suite.py --backend cuda --parallel 10    # on a GPU machine
+    python benchmarks/agent_suite.py --models qwen2.5-coder-0.5b --parallel 5           # CPU
+    python benchmarks/agent_suite.py --backend cuda --parallel 10 --resume               # GPU
+    python benchmarks/agent_suite.py --models path/to/tuned.gguf --adapter orion-orpo    # a fine-tune
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from agents import report as suite_report  # noqa: E402
 from agents.checks import Probe  # noqa: E402
 from agents.model import ChatModel  # noqa: E402
 from agents.runner import SuiteRunner  # noqa: E402
-from agents.suite import load  # noqa: E402
+from agents.suite import load, names  # noqa: E402
 from benchmarks.provenance import commit as head_commit  # noqa: E402
 from runtime import catalog  # noqa: E402
 from samevm.settings import Settings  # noqa: E402
@@ -51,32 +52,22 @@ def free_port() -> int:
 
 
 def device_name(backend: str) -> str:
-    """The GPU's name for cuda (nvidia-smi, else CuPy), the CPU's model name for cpu."""
+    """The GPU's name for cuda (nvidia-smi), the CPU's model name for cpu."""
     if backend == "cuda":
         try:
             out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", "0"],
                                  capture_output=True, text=True, timeout=30).stdout.strip()
-            if out:
-                return out.splitlines()[0].strip()
         except (OSError, subprocess.TimeoutExpired):
-            pass
-        try:
-            import cupy
-            name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
-            return name.decode() if isinstance(name, bytes) else str(name)
-        except Exception:                       # noqa: BLE001 - a name is all we want here
-            return "unknown GPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
+            out = ""
+        return out.splitlines()[0].strip() if out else "unknown GPU"
+    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
     return platform.processor() or platform.machine()
 
 
-def cell_summary(result: dict, suite) -> dict:
-    """What the JSON keeps of one (model, suite, verify) run: rates, per-turn failures, costs."""
+def record(result: dict) -> dict:
+    """What the JSON keeps of one suite's run: pass rates overall and per turn, steps, latency."""
     runs = result["runs"]
     turns = [t for r in runs for t in r["turns"]]
     steps = [s for t in turns for s in t["steps"]]
@@ -84,88 +75,132 @@ def cell_summary(result: dict, suite) -> dict:
             "pass_rate": result["summary"]["pass_rate"], "turns": result["summary"]["turns"],
             "per_seed": [{"seed": r["seed"], "passed": r["passed"],
                           "turns": {t["name"]: t["passed"] for t in r["turns"]}} for r in runs],
-            "verify_steps": sum(s["kind"] == "verify" for s in steps),
-            "turns_verified": sum(t["verified"] for t in turns),
             "mean_steps_per_turn": len(steps) / len(turns),
-            "mean_completion_tokens_per_turn": sum(t["tokens"]["completion"] for t in turns) / len(turns),
+            "mean_turn_latency_s": sum(t["latency_s"] for t in turns) / len(turns),
             "mean_seed_latency_s": sum(r["latency_s"] for r in runs) / len(runs),
+            "mean_completion_tokens_per_turn": sum(t["tokens"]["completion"] for t in turns) / len(turns),
+            "faults_injected": sum(t.get("faults_injected", 0) for t in turns),
             "duration_s": result["duration_s"]}
 
 
-def run_model(model: str, args, data: dict, save) -> None:
-    """Each (suite, verify) cell on a stack of its own over a fresh data directory, so no cell
-    sees the notes, documents or rows that an earlier cell (or an earlier run) left."""
-    def same(c: dict, suite_name: str, verify: str) -> bool:      # cells before --backend were all cpu
-        return (c["model"] == model and c["suite"] == suite_name and c["verify"] == (verify == "on")
-                and c.get("backend", "cpu") == args.backend)
+def key(r: dict) -> tuple:
+    return r["suite"], r["model"], r["backend"], r.get("adapter"), r["commit"]
 
-    cells = [(s, v) for s in args.suites for v in args.verify
-             if not (args.resume and any(same(c, s, v) and c["seeds"] == args.seed_list for c in data["cells"]))]
+
+def run_model(model: str, args, data: dict, save) -> None:
+    """The model's suites on one stack; a suite whose record at this commit exists is skipped
+    with --resume."""
+    def done(suite: str) -> bool:
+        mine = (suite, model, args.backend, args.adapter, args.commit)
+        return any(key(r) == mine and r["seeds"] == args.seed_list and r["temperature"] == args.temperature
+                   for r in data["records"])
+
+    todo = [s for s in args.suites if not (args.resume and done(s))]
+    if not todo:
+        return
+    home = args.home / Path(model).stem / args.backend
+    shutil.rmtree(home, ignore_errors=True)
     env = {"OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
-    for suite_name, verify in cells:
-        home = args.home / model / f"{suite_name}-verify-{verify}"
-        shutil.rmtree(home, ignore_errors=True)
-        settings = Settings(home=home, model=str(catalog.resolve(model, args.models_home)), backend=args.backend,
-                            runtime_port=free_port(), worker_port=free_port(), mcp_port=free_port())
-        with Stack(settings, attach=False, env=env, runtime_args=["--kv-cache-mb", "1024"]) as stack:
-            registry = build_registry(ToolContext.from_settings(settings))
-            suite = load(suite_name)
-            runner = SuiteRunner(suite, ChatModel(stack.urls.runtime), registry, Probe(stack.urls.worker, registry),
-                                 {"verify": verify == "on", "temperature": args.temperature})
-            print(f"{model} {suite_name} verify {verify}: {len(args.seed_list)} seeds...", flush=True)
+    settings = Settings(home=home, model=str(catalog.resolve(model, args.models_home)), backend=args.backend,
+                        runtime_port=free_port(), worker_port=free_port(), mcp_port=free_port())
+    with Stack(settings, attach=False, env=env, runtime_args=["--kv-cache-mb", str(args.kv_cache_mb)]) as stack:
+        registry = build_registry(ToolContext.from_settings(settings))
+        probe = Probe(stack.urls.worker, registry)
+        for suite_name in todo:
+            runner = SuiteRunner(load(suite_name), ChatModel(stack.urls.runtime), registry, probe,
+                                 {"temperature": args.temperature})
+            print(f"{model} ({args.backend}) {suite_name}: {len(args.seed_list)} seeds...", flush=True)
             result = runner.run(args.seed_list, args.parallel)
-        served = runner.info.get("backend")
-        if served != args.backend:
-            print(f"warning: asked for backend {args.backend}, the runtime reports {served!r}", flush=True)
-        suite_report.write(result, home / "report")
-        print(suite_report.table(result), flush=True)
-        data["cells"] = [c for c in data["cells"] if not same(c, suite_name, verify)]
-        data["cells"].append({"model": model, "model_id": runner.info.get("id"), "suite": suite_name,
-                              "verify": verify == "on", "commit": args.commit, "date": time.strftime("%Y-%m-%d"),
-                              "backend": served or args.backend, "device": args.device,
-                              **cell_summary(result, suite)})
-        save()
+            served = runner.info.get("backend")
+            if served != args.backend:
+                print(f"warning: asked for backend {args.backend}, the runtime reports {served!r}", flush=True)
+            suite_report.write(result, home / "reports" / suite_name)
+            print(suite_report.table(result), flush=True)
+            new = {"suite": suite_name, "model": model, "model_id": runner.info.get("id"), "adapter": args.adapter,
+                   "backend": served or args.backend, "device": args.device, "commit": args.commit,
+                   "date": time.strftime("%Y-%m-%d"), "temperature": args.temperature, "parallel": args.parallel,
+                   **record(result)}
+            data["records"] = [r for r in data["records"] if key(r) != key(new)] + [new]
+            save()
+
+
+def newest(records: list[dict]) -> dict[tuple, dict]:
+    """The newest record of each (suite, model, backend, adapter), by date then file order."""
+    out: dict[tuple, dict] = {}
+    for r in sorted(records, key=lambda r: r["date"]):
+        out[key(r)[:4]] = r
+    return out
+
+
+def plot(records: list[dict], path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    latest = newest(records)
+    suites = sorted({k[0] for k in latest})
+    series = sorted({k[1:] for k in latest}, key=str)
+    height = 0.8 / max(1, len(series))
+    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.5 * len(suites) * max(1, len(series)) ** 0.5))
+    for i, (model, backend, adapter) in enumerate(series):
+        ys = [j + i * height for j in range(len(suites))]
+        cells = [latest.get((s, model, backend, adapter)) for s in suites]
+        rates = [c["pass_rate"] if c else 0.0 for c in cells]
+        label = f"{Path(model).stem} {backend}" + (f" + {adapter}" if adapter else "")
+        ax.barh(ys, rates, height=height, label=label)
+        for y, c in zip(ys, cells):
+            if c:
+                ax.text(c["pass_rate"] + 0.01, y, f"{c['passed']}/{c['runs']}", va="center", fontsize=7)
+    ax.set_yticks([j + height * (len(series) - 1) / 2 for j in range(len(suites))], suites)
+    ax.axvline(0.9, color="grey", linestyle="--", linewidth=1)
+    ax.set_xlim(0, 1.08)
+    ax.set_xlabel("seeds passing every turn")
+    ax.invert_yaxis()
+    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title("agent suite library: pass rate per suite")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--models", nargs="+", default=MODELS)
+    p.add_argument("--models", nargs="+", default=MODELS, help="known model names or GGUF paths")
+    p.add_argument("--adapter", help="name of the fine-tune the model carries (recorded; null: the base model)")
     p.add_argument("--backend", choices=["cpu", "cuda"], default="cpu", help="the runtime's backend")
-    p.add_argument("--suites", nargs="+", default=["canonical", "freeform"])
-    p.add_argument("--verify", nargs="+", default=["off", "on"], choices=["off", "on"])
+    p.add_argument("--suites", nargs="+", default=names(), help="suite names (default: the whole library)")
     p.add_argument("--seeds", type=int, default=10)
     p.add_argument("--parallel", type=int, default=5, help="seeds at once (batched by the runtime)")
     p.add_argument("--temperature", type=float, default=0.3)
-    p.add_argument("--threads", type=int, default=1, help="torch threads of the runtime")
+    p.add_argument("--threads", type=int, default=1, help="torch threads of the runtime (the worker needs a core too)")
+    p.add_argument("--kv-cache-mb", type=int, default=1024)
     p.add_argument("--home", type=Path, default=REPO / ".samevm" / "bench" / "agent_suite")
     p.add_argument("--models-home", type=Path, default=REPO / ".samevm", help="where `samevm models fetch` put them")
     p.add_argument("--out", type=Path, default=RESULTS / "agent_suite.json")
-    p.add_argument("--resume", action="store_true", help="keep the cells already in --out and skip them")
+    p.add_argument("--resume", action="store_true", help="skip the suites whose record at this commit is in --out")
     args = p.parse_args(argv)
+    unknown = set(args.suites) - set(names())
+    if unknown:
+        p.error(f"unknown suites {sorted(unknown)}; known: {', '.join(names())}")
     args.seed_list = list(range(args.seeds))
-    data = json.loads(args.out.read_text()) if args.resume and args.out.exists() else {"cells": []}
+    old = json.loads(args.out.read_text()) if args.out.exists() else {}
+    data = {"records": old.get("records", [])}          # a file of the old per-cell format starts afresh
     args.commit = head_commit()
     args.device = device_name(args.backend)
-    data.pop("commit", None)                 # each cell records the commit and date it ran at
-    data.pop("date", None)
-    data.update({"benchmark": "agent_suite",
-                 "cpu": platform.machine(), "cores": os.cpu_count(), "python": platform.python_version(),
-                 "backend": args.backend, "temperature": args.temperature, "parallel": args.parallel,
-                 "runtime_threads": args.threads,
-                 "note": "pass rate = share of seeds in which every turn passed all its checks; per-turn rates "
-                         "and the checks that failed are under `turns`; each cell ran on a fresh data directory"})
+    data.update({"benchmark": "agent_suite", "python": platform.python_version(),
+                 "note": "pass_rate = share of seeds in which every turn passed all its checks; per-turn rates, "
+                         "mean steps and the checks that failed are under `turns`; adapter null = the base model"})
 
     def save() -> None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(data, indent=1))
+        plot(data["records"], args.out.with_suffix(".png"))
 
     for model in args.models:
         run_model(model, args, data, save)
-    save()
-    for c in data["cells"]:
-        turns = ", ".join(f"{k} {v['pass_rate']:.0%}" for k, v in c["turns"].items())
-        print(f"{c['model']:<20} {c.get('backend', 'cpu'):<4} {c['suite']:<10} verify {'on ' if c['verify'] else 'off'} "
-              f"{c['passed']}/{c['runs']} ({c['pass_rate']:.0%})  [{turns}]")
+    for r in newest(data["records"]).values():
+        turns = ", ".join(f"{k} {v['pass_rate']:.0%}" for k, v in r["turns"].items())
+        print(f"{Path(r['model']).stem:<20} {r['backend']:<4} {r['suite']:<16} {r['passed']}/{r['runs']} "
+              f"({r['pass_rate']:.0%}) {r['mean_steps_per_turn']:.1f} steps/turn  [{turns}]")
     return 0
 
 

@@ -2,13 +2,20 @@
 
 Transport and HTTP failures become ToolError with `retryable` set the way an agent should
 act on it: connection problems, timeouts, 429 and 5xx can be retried; other 4xx cannot.
+
+A `namespace` ("s3") keeps what several agents store on one worker apart: the sql, memory
+and rag tools store a database or collection the model calls `budget` as `s3__budget`, and
+the prefix is taken out of what comes back, so the model sees only its own names.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import httpx
+
+
+NAMESPACE_SEP = "__"
 
 
 class ToolError(Exception):
@@ -27,6 +34,7 @@ class ToolContext:
     api_key: str | None = None
     timeout: float = 120.0
     home: Path = Path(".samevm")        # the stack's data directory: audio files live under it
+    namespace: str = ""                 # "" shares the worker's names; "s3" stores budget as s3__budget
     _client: httpx.Client | None = field(default=None, repr=False)
 
     @classmethod
@@ -35,6 +43,22 @@ class ToolContext:
         values = {"worker_url": settings.worker_url, "runtime_url": settings.runtime_url,
                   "api_key": settings.api_key, "home": Path(settings.home)}
         return cls(**{**values, **overrides})
+
+    def within(self, namespace: str) -> "ToolContext":
+        """A copy of this context (with a client of its own) that stores under `namespace`."""
+        return replace(self, namespace=namespace, _client=None)
+
+    @property
+    def prefix(self) -> str:
+        return f"{self.namespace}{NAMESPACE_SEP}" if self.namespace else ""
+
+    def scoped(self, name: str) -> str:
+        """The worker's name for a database or collection the model calls `name`."""
+        return self.prefix + name
+
+    def unscoped(self, text: str) -> str:
+        """`text` (a name, or a message naming some) as the model should see it."""
+        return text.replace(self.prefix, "") if self.prefix else text
 
     @property
     def client(self) -> httpx.Client:
@@ -52,7 +76,7 @@ class ToolContext:
         except httpx.TransportError as e:
             raise ToolError(f"cannot reach {url}: {e}", retryable=True) from e
         if r.status_code >= 400:
-            raise ToolError(f"{r.status_code} from {url}: {_message(r)}",
+            raise ToolError(self.unscoped(f"{r.status_code} from {url}: {_message(r)}"),
                             retryable=r.status_code == 429 or r.status_code >= 500, status=r.status_code)
         return r
 

@@ -1,7 +1,7 @@
 """The `memory` toolset: persistent notes an agent keeps across sessions, stored in the
 worker's SQLite database `memory` (table `notes`, full-text indexed by an FTS5 table kept
-in step by a trigger). Everything goes through the worker's SQL API; the schema is created
-on the first write."""
+in step by a trigger; under a namespace, `s3__memory`). Everything goes through the worker's
+SQL API; the schema is created on the first write."""
 from __future__ import annotations
 
 import re
@@ -40,7 +40,7 @@ def _fts_query(text: str) -> str:
 
 def _select(ctx: ToolContext, sql: str, params: dict) -> list[dict]:
     try:
-        return _notes(ctx.worker("POST", "/v1/sql/query", json={"db": DB, "sql": sql, "params": params}))
+        return _notes(ctx.worker("POST", "/v1/sql/query", json={"db": ctx.scoped(DB), "sql": sql, "params": params}))
     except ToolError as e:
         if _missing(e):
             return []                # nothing was ever saved
@@ -59,14 +59,14 @@ def register(registry: Registry) -> None:
         if not text.strip():
             raise ToolError("the note is empty")
         params = {"text": text.strip(), "tags": ",".join(t.strip() for t in tags or [] if t.strip())}
-        insert = {"db": DB, "sql": "INSERT INTO notes (text, tags) VALUES (:text, :tags)", "params": params}
+        insert = {"db": ctx.scoped(DB), "sql": "INSERT INTO notes (text, tags) VALUES (:text, :tags)", "params": params}
         try:
             result = ctx.worker("POST", "/v1/sql/exec", json=insert)
         except ToolError as e:
             if not _missing(e):
                 raise
             for statement in SCHEMA:
-                ctx.worker("POST", "/v1/sql/exec", json={"db": DB, "sql": statement})
+                ctx.worker("POST", "/v1/sql/exec", json={"db": ctx.scoped(DB), "sql": statement})
             result = ctx.worker("POST", "/v1/sql/exec", json=insert)
         return {"id": result["lastrowid"], "saved": params["text"]}
 

@@ -1,6 +1,7 @@
 """The `rag` toolset: store text or local files in the worker's retrieval index and search it
 (POST /v1/rag/ingest, /v1/rag/search, GET /v1/rag/documents). Hits carry source and page so
-an answer can cite them."""
+an answer can cite them. Collection names are the model's; the context's namespace maps them
+to the worker's."""
 from __future__ import annotations
 
 from tools.context import ToolContext, ToolError
@@ -26,10 +27,10 @@ def register(registry: Registry) -> None:
             raise ToolError("give `text` (with a `source` name) or `paths`")
         if text is not None and not source:
             raise ToolError("a text needs a `source` name to cite it by")
-        body = {"collection": collection, "texts": [{"text": text, "source": source}] if text is not None else [],
+        body = {"collection": ctx.scoped(collection), "texts": [{"text": text, "source": source}] if text is not None else [],
                 "paths": paths or []}
         result = ctx.worker("POST", "/v1/rag/ingest", json=body)
-        return {"collection": result["collection"], "documents": [
+        return {"collection": ctx.unscoped(result["collection"]), "documents": [
             {k: d.get(k) for k in ("source", "doc_id", "status", "chunks", "pages") if k in d}
             for d in result["documents"]]}
 
@@ -44,7 +45,7 @@ def register(registry: Registry) -> None:
             k: how many passages to return
         """
         try:
-            result = ctx.worker("POST", "/v1/rag/search", json={"query": query, "collection": collection,
+            result = ctx.worker("POST", "/v1/rag/search", json={"query": query, "collection": ctx.scoped(collection),
                                                                  "k": max(1, min(k, 20))})
         except ToolError as e:
             if e.status != 404:
@@ -63,6 +64,6 @@ def register(registry: Registry) -> None:
         Args:
             collection: the index to list
         """
-        docs = ctx.worker("GET", "/v1/rag/documents", params={"collection": collection})["documents"]
+        docs = ctx.worker("GET", "/v1/rag/documents", params={"collection": ctx.scoped(collection)})["documents"]
         return {"collection": collection, "documents": [
             {k: d.get(k) for k in ("source", "doc_id", "kind", "chunks", "pages")} for d in docs]}

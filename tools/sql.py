@@ -1,5 +1,6 @@
 """The `sql` toolset: statements against the worker's named SQLite databases (POST
-/v1/sql/exec and /v1/sql/query). Values travel as bound parameters, never pasted into SQL."""
+/v1/sql/exec and /v1/sql/query). Values travel as bound parameters, never pasted into SQL.
+Database names are the model's; the context's namespace maps them to the worker's."""
 from __future__ import annotations
 
 import re
@@ -51,7 +52,7 @@ def register(registry: Registry) -> None:
             # tool for reading, a caller's log says which calls could have changed data.
             raise ToolError("sql_exec is for statements that change data; run a SELECT with sql_query")
         check_placeholders(sql, params)
-        result = ctx.worker("POST", "/v1/sql/exec", json={"db": db, "sql": sql, "params": params})
+        result = ctx.worker("POST", "/v1/sql/exec", json={"db": ctx.scoped(db), "sql": sql, "params": params})
         out = rows_result(result)
         out["rowcount"] = result.get("rowcount")
         if result.get("lastrowid") is not None:
@@ -68,4 +69,4 @@ def register(registry: Registry) -> None:
             params: values for the :name placeholders
         """
         check_placeholders(sql, params)
-        return rows_result(ctx.worker("POST", "/v1/sql/query", json={"db": db, "sql": sql, "params": params}))
+        return rows_result(ctx.worker("POST", "/v1/sql/query", json={"db": ctx.scoped(db), "sql": sql, "params": params}))

@@ -2,17 +2,26 @@
 tools in a real Registry (dispatch, validation and envelopes as in production)."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
+import httpx
 import pytest
 
 from agents.config import AgentConfig
 from agents.loop import Agent
 from agents.model import ChatModel
 from tests.agents.fake_model import ScriptedModel
+from tests.stack_fixtures import CHILD_ENV, free_port
 from tools.context import ToolError
 from tools.registry import Registry
+
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 class Counter:
@@ -95,3 +104,27 @@ def agent_for(registry):
     yield make
     for s in servers:
         s.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="session")
+def worker(tmp_path_factory):
+    """A real `samevm worker` process under a temporary home: (url, port, home)."""
+    home, port = tmp_path_factory.mktemp("suite-home"), free_port()
+    log = (home / "worker.log").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "samevm", "--home", str(home), "worker", "--port", str(port)],
+                            cwd=REPO, env={**os.environ, **CHILD_ENV, "HF_HUB_OFFLINE": "1"},
+                            stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 180
+    while True:
+        assert proc.poll() is None, (home / "worker.log").read_text()[-2000:]
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline, "the worker did not start"
+        time.sleep(0.3)
+    yield url, port, home
+    proc.terminate()
+    proc.wait(20)

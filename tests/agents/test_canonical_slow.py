@@ -32,6 +32,6 @@ def test_canonical_suite_passes_on_the_default_model(tmp_path, monkeypatch):
     failed = {t["name"]: [c["check"] for c in t["checks"] if not c["ok"]]
               for t in report["runs"][0]["turns"] if not t["passed"]}
     assert code == 0 and not failed, f"{failed}\n{transcript}"
-    assert [t["name"] for t in report["runs"][0]["turns"]] == ["discover", "store_facts", "store_background",
-                                                                "remember", "recall"]
+    assert [t["name"] for t in report["runs"][0]["turns"]] == ["discover", "keep_facts", "file_background",
+                                                                "note", "recall"]
     assert report["model"].startswith("qwen2.5-coder-0.5b") and "recall: PASS" in transcript

@@ -13,11 +13,13 @@ from tests.agents.fake_model import text
 
 def test_shipped_suites_load():
     names = sorted(p.stem for p in SUITES_DIR.glob("*.yaml"))
-    assert {"canonical", "freeform"} <= set(names)
+    assert {"canonical", "canonical-easy", "freeform"} <= set(names) and len(names) >= 10
     canonical = load("canonical")
-    assert [t.name for t in canonical.turns] == ["discover", "store_facts", "store_background", "remember", "recall"]
-    assert canonical.turns[1].expect.sql[0].min_rows == 1
+    assert [t.name for t in canonical.turns] == ["discover", "keep_facts", "file_background", "note", "recall"]
+    assert canonical.turns[1].expect.sql[0].db is None and canonical.turns[1].expect.sql[0].min_rows == 1
     assert load(str(SUITES_DIR / "freeform.yaml")).turns[0].expect.called == ["sql_exec", "rag_ingest", "memory_add"]
+    fault = load("support-tickets").faults[0]
+    assert (fault.tool, fault.turn, fault.times, fault.retryable) == ("sql_exec", "open_ticket", 2, True)
 
 
 def minimal(**turn) -> dict:
@@ -34,7 +36,11 @@ def test_a_suite_file_by_path(tmp_path):
 @pytest.mark.parametrize("data, message", [
     (minimal(expect={"answer_contain": ["x"]}), "unknown keys \\['answer_contain'\\]"),
     (minimal(expect={"sql": [{"db": "x", "query": "SELECT 1", "rows": 3}]}), "unknown keys \\['rows'\\]"),
-    (minimal(expect={"sql": [{"query": "SELECT 1"}]}), "missing 1 required positional argument: 'db'"),
+    (minimal(expect={"sql": [{"query": "SELECT 1"}]}), "a query needs the db"),
+    (minimal(expect={"rag": [{"contains": ["x"]}]}), "missing 1 required positional argument: 'query'"),
+    (minimal(gold=[{"name": "sql_exec", "args": {}}]), "gold\\[0\\]: unknown keys \\['args'\\]"),
+    ({**minimal(), "faults": [{"tool": "sql_exec", "turn": "nope", "error": "x"}]}, "faults need a turn"),
+    ({**minimal(), "hide_parameters": ["rag_ingest.paths"]}, "unknown keys \\['hide_parameters'\\]"),
     ({"name": "t", "turns": []}, "at least one turn"),
     ({"name": "t", "turns": [{"name": "a", "user": "x"}, {"name": "a", "user": "y"}]}, "unique"),
     ({"name": "t", "turns": {"name": "a"}}, "turns must be a list"),
@@ -58,23 +64,11 @@ def test_report_round_trips_as_json(agent_for, registry):
     assert json.loads(json.dumps(turn.to_dict()))["answer"] == "hi"
 
 
-def test_hidden_parameters_are_not_shown_and_required_ones_cannot_be_hidden(registry):
+def test_a_turn_offers_tools_and_toolsets_by_name_as_the_registry_describes_them(registry):
     from agents.runner import offered
-    shown = offered(registry, ["wait", "math"], ["wait.label"])
+    shown = offered(registry, ["wait", "math"])
     assert sorted(t["function"]["name"] for t in shown) == ["add", "wait"]    # a tool name and a toolset
-    wait = next(t for t in shown if t["function"]["name"] == "wait")["function"]["parameters"]
-    assert list(wait["properties"]) == ["seconds"]
-    assert "label" in registry.tools["wait"].parameters["properties"]        # the registry's schema is untouched
-    with pytest.raises(ValueError, match="required"):
-        offered(registry, ["wait"], ["wait.seconds"])
+    assert next(t for t in shown if t["function"]["name"] == "wait") == registry.tools["wait"].openai()
+    assert offered(registry, []) == []
     with pytest.raises(ValueError, match="unknown tools"):
         offered(registry, ["nope"])
-
-
-def test_required_parameters_are_added_to_the_schema_the_model_sees(registry):
-    from agents.runner import offered
-    wait = offered(registry, ["wait"], require=["wait.label"])[0]["function"]["parameters"]
-    assert sorted(wait["required"]) == ["label", "seconds"]
-    assert registry.tools["wait"].parameters["required"] == ["seconds"]
-    with pytest.raises(ValueError, match="no parameter"):
-        offered(registry, ["wait"], require=["wait.colour"])
