@@ -99,6 +99,8 @@ class Agent:
                 out.append(ToolCallRecord.not_run(call, prompts.REPEATED))
             else:
                 out.append(self._run_one(call))
+                if out[-1].ok:
+                    guard.done(call)
         return out
 
     def _run_one(self, call: Call) -> ToolCallRecord:

@@ -120,3 +120,9 @@ def test_unreachable_model_raises(registry):
     agent = Agent(ChatModel("http://127.0.0.1:9", model="x", timeout=2), registry)
     with pytest.raises(ModelError, match="cannot reach"):
         agent.run("hello", registry.openai_tools())
+
+
+def test_a_call_that_failed_may_be_made_again(agent_for, registry, counter):
+    agent, _ = agent_for([call("flaky", fail_times=2), call("flaky", fail_times=2), answer("done")], tool_retries=0)
+    turn = agent.run("go", registry.openai_tools())
+    assert [s.kind for s in turn.steps] == ["tool_error", "calls", "answer"] and len(counter.calls) == 2

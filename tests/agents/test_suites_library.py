@@ -121,14 +121,7 @@ def failures(result: dict) -> dict[str, list[str]]:
         for r in result["runs"] for t in r["turns"] if not t["passed"]}
 
 
-# A model that meets a retryable failure and makes the same call again must get it run: the
-# loop's repeat rule (a call made before in the turn is not run again) must count only calls
-# that succeeded. Until it does, the recovery suite cannot be passed.
-RETRY_BLOCKED = pytest.mark.xfail(strict=True, reason="the loop does not run a call again after it failed")
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=RETRY_BLOCKED) if n == "support-tickets" else n
-                                  for n in SUITES])
+@pytest.mark.parametrize("name", SUITES)
 def test_the_gold_calls_pass_every_turn_and_spoiled_work_fails_every_turn(play, name):
     suite = load(name)
     assert all(t.expect.called or t.expect.not_called or t.expect.recovered for t in suite.turns)
@@ -160,7 +153,6 @@ def test_the_library_is_worded_as_users_word_it():
     assert any(s.faults for s in natural)
 
 
-@RETRY_BLOCKED
 def test_a_fault_reaches_the_model_and_giving_up_after_it_fails(play):
     suite = load("support-tickets")
     good = play(suite, [0])
