@@ -123,6 +123,6 @@ def test_unreachable_model_raises(registry):
 
 
 def test_a_call_that_failed_may_be_made_again(agent_for, registry, counter):
-    agent, _ = agent_for([call("flaky", fail_times=2), call("flaky", fail_times=2), answer("done")], tool_retries=0)
+    agent, _ = agent_for([call("flaky", fail_times=1), call("flaky", fail_times=1), answer("done")], tool_retries=0)
     turn = agent.run("go", registry.openai_tools())
     assert [s.kind for s in turn.steps] == ["tool_error", "calls", "answer"] and len(counter.calls) == 2
