@@ -17,7 +17,8 @@ class AgentConfig:
     tool_retries: int = 1          # retryable tool failures retried before the model sees them
     retry_backoff_s: float = 0.1   # times the attempt number
     observation_chars: int = 1200  # a tool result is cut to this for the model
-    answer_chars: int = 1500       # the longest final answer the grammar admits
+    answer_tool: bool = False      # answer by calling final_answer (every step must call) instead of in text
+    answer_chars: int = 1500       # the longest final answer the grammar admits (answer_tool)
 
     def __post_init__(self):
         if self.max_steps < 1 or self.max_errors < 0 or self.max_tokens < 1 or self.answer_chars < 1 or self.tool_retries < 0 \

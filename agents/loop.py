@@ -1,11 +1,13 @@
 """The agent loop, in smolagents' shape: one `while` with a step cap.
 
-Every step is one constrained request: the turn's tools plus `final_answer`, with
-tool_choice "required", so the runtime's grammar admits only calls of offered tools whose
-arguments validate against their schemas (several, one a line, when parallel calls are on).
-A turn ends when the model calls final_answer. The calls of one reply run in the order
-written (a CREATE TABLE before its INSERTs); a failed call stops the rest of its reply, which
-may depend on it. Results go back as `role: tool` messages.
+Every step is one constrained request. The turn's tools go out marked `strict`, with
+tool_choice "auto": the runtime's grammar then admits only calls of offered tools whose
+arguments validate against their schemas (several, one a line, when parallel calls are on),
+or a plain-text reply that cannot open like a call, which is the answer. (With
+`answer_tool`, the answer is a call of final_answer instead, and every step must call.)
+The calls of one reply run in the order written (a CREATE TABLE before its INSERTs); a
+failed call stops the rest of its reply, which may depend on it. Results go back as
+`role: tool` messages.
 
 A model's mistake becomes an observation: a failed tool (its error, after `tool_retries`
 retries of a retryable one), a call already made this turn (not run again: see repeats.py),
@@ -44,33 +46,31 @@ class Agent:
         conversation, so later turns see the request, the calls and the answer."""
         cfg = self.config
         turn, start = Turn(user=user, stop="max_steps"), time.monotonic()
-        offered = list(tools) + [prompts.final_answer_tool(cfg.answer_chars)]
+        offered = prompts.strict(tools) + ([prompts.final_answer_tool(cfg.answer_chars)] if cfg.answer_tool else [])
         messages = self.conversation.messages(self.system, user)
         new = messages[-1:]                    # this turn's messages, kept in the conversation
-        guard, errors = RepeatGuard(cfg.max_repeats), 0
+        guard, errors = RepeatGuard(cfg.max_repeats, cfg.answer_tool), 0
         while len(turn.steps) < cfg.max_steps and errors <= cfg.max_errors:
-            reply = self.model.complete(messages + new[1:], offered, guard.tool_choice(), cfg.max_tokens,
-                                        cfg.temperature, None if cfg.seed is None else cfg.seed + len(turn.steps),
-                                        parallel=cfg.parallel_calls)
-            step = self._step(len(turn.steps) + 1, guard.tool_choice(), reply)
+            choice = guard.tool_choice()
+            reply = self.model.complete(messages + new[1:], offered, choice, cfg.max_tokens, cfg.temperature,
+                                        None if cfg.seed is None else cfg.seed + len(turn.steps),
+                                        parallel=cfg.parallel_calls,
+                                        text_regex=prompts.ANSWER_REGEX if choice == "none" else None)
+            step = self._step(len(turn.steps) + 1, choice, reply)
             turn.steps.append(step)
             calls = [c for c in reply.calls if c.name != prompts.FINAL_ANSWER_NAME]
-            answer = prompts.final_answer(reply.calls)
-            if not reply.calls and reply.finish_reason == "length":   # all the grammar lets through
+            answer = prompts.final_answer(reply.calls) if reply.calls else reply.content.strip() or None
+            if not reply.calls and reply.finish_reason == "length":   # cut off mid-call or mid-answer
                 step.kind, step.observation = "cut_off", prompts.CUT_OFF
-                new.append({"role": "user", "content": prompts.CUT_OFF})
+                new += [{"role": "assistant", "content": reply.content}, {"role": "user", "content": prompts.CUT_OFF}]
                 errors += 1
                 continue
-            if not reply.calls:                # a server that does not enforce tool_choice: text is the answer
-                turn.answer, turn.stop, step.kind = reply.content.strip() or None, "answer", "text"
-                new.append({"role": "assistant", "content": reply.content})
-                break
             records = self._execute(calls, guard)
             step.calls = [r for r in records if not r.skipped]
             new += prompts.call_messages(reply.content, calls, records, cfg.observation_chars)
             failed = [r for r in records if not r.ok and not r.skipped]
             if answer is not None and not failed:
-                turn.answer, turn.stop, step.kind = answer, "answer", "answer" if not calls else "calls"
+                turn.answer, turn.stop, step.kind = answer, "answer", "calls" if calls else "answer"
                 new.append({"role": "assistant", "content": answer})
                 break
             step.kind = "tool_error" if failed else "repeat" if any(r.skipped for r in records) else "calls"
@@ -99,8 +99,7 @@ class Agent:
                 out.append(ToolCallRecord.not_run(call, prompts.REPEATED))
             else:
                 out.append(self._run_one(call))
-                if out[-1].ok:
-                    guard.done(call)
+                guard.done(call, out[-1].result)
         return out
 
     def _run_one(self, call: Call) -> ToolCallRecord:

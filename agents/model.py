@@ -78,9 +78,12 @@ class ChatModel:
 
     def complete(self, messages: list[dict], tools: list[dict] | None = None,
                  tool_choice: str | dict = "auto", max_tokens: int = 256, temperature: float = 0.0,
-                 seed: int | None = None, parallel: bool = True) -> Reply:
+                 seed: int | None = None, parallel: bool = True, text_regex: str | None = None) -> Reply:
+        """One chat completion; `text_regex` constrains a text reply (samevm's structured_outputs)."""
         body = {"model": self.model, "messages": messages, "max_tokens": max_tokens,
                 "temperature": temperature}
+        if text_regex is not None:
+            body["structured_outputs"] = {"regex": text_regex}
         if tools:
             body.update(tools=tools, tool_choice=tool_choice, parallel_tool_calls=parallel)
         if seed is not None:

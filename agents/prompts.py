@@ -6,16 +6,19 @@ from __future__ import annotations
 import json
 
 SYSTEM = (
-    "You are an assistant running on the user's own machine. You act by calling tools. Work step "
-    "by step: call what the request needs (several calls go one per line, in order), read each "
-    "result, then go on. Keep exact facts the user wants kept in a SQLite table (create it first "
-    "if it does not exist), longer background text in the knowledge base, and short notes in "
-    "memory, only when the request asks for that. Use the exact values from the user's messages "
-    "and from tool results. When the request is done, or if it needs no tool, call final_answer "
-    "with your reply to the user in plain sentences."
+    "You are an assistant running on the user's own machine, with tools. Work step by step: call "
+    "the tools the request needs (several calls go one per line, in order), read each result, "
+    "then go on. Keep exact facts the user wants kept in a SQLite table (create it first if it "
+    "does not exist), longer background text in the knowledge base, and short notes in memory, "
+    "only when the request asks for that. Use the exact values from the user's messages and from "
+    "tool results. When the request is done, or if it needs no tool, reply to the user in plain "
+    "sentences."
 )
 
 FINAL_ANSWER_NAME = "final_answer"
+# An answer does not open like JSON, a tag or a code fence (the runtime's grammar for text under
+# strict tools says the same), so a reply forced to be the answer cannot paste a result back.
+ANSWER_REGEX = r"[^\s{\[<`][\s\S]*"
 
 
 
@@ -28,7 +31,7 @@ def final_answer_tool(max_chars: int) -> dict:
                        "tool, or to ask the user something. Plain sentences with the exact values found.",
         "parameters": {"type": "object", "properties": {"answer": {
             "type": "string", "description": "your reply to the user", "minLength": 1, "maxLength": max_chars,
-            "pattern": "^[^\\s{\\[<`][\\s\\S]*$"}},
+            "pattern": f"^{ANSWER_REGEX}$"}},
             "required": ["answer"], "additionalProperties": False}}}
 
 
@@ -37,6 +40,12 @@ REPEATED = ("not run again: this exact call was already made in this turn and it
             "Do the next step, or call final_answer.")
 NOT_RUN = "not run: an earlier call in the same reply failed. Fix that one first, then make this call if still needed."
 CUT_OFF = "Your reply was cut off at the token limit before the call was complete. Keep the arguments shorter."
+
+
+def strict(tools: list[dict]) -> list[dict]:
+    """The tools marked `strict`: under tool_choice auto the runtime then decodes a reply as
+    calls that validate against these schemas, or plain text."""
+    return [{**t, "function": {**t["function"], "strict": True}} for t in tools]
 
 
 def final_answer(calls: list) -> str | None:

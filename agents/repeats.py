@@ -1,7 +1,8 @@
 """The repeat guard: small models often call the same tool with the same arguments again
-after its result instead of moving on. A repeat of a call that succeeded is not run again; the model is told it has
-the result already, and after `limit` repeats in a turn the next step may only call
-final_answer, so a loop on one call still ends in an answer."""
+after its result instead of moving on. A call that succeeded, or failed in a way that
+another try cannot mend, is not run again; the model is told why. Past `limit` repeats in a
+turn the next step may only answer (tool_choice "none", or final_answer where the answer is
+a tool), so a loop on one call still ends in an answer."""
 from __future__ import annotations
 
 from agents.model import Call
@@ -9,22 +10,24 @@ from agents.prompts import FINAL_ANSWER_NAME
 
 
 class RepeatGuard:
-    def __init__(self, limit: int = 1):
-        self.limit = limit
+    def __init__(self, limit: int = 1, answer_tool: bool = False):
+        self.limit, self.answer_tool = limit, answer_tool
         self.keys: set[tuple[str, str]] = set()
         self.repeats = 0
 
     def seen(self, call: Call) -> bool:
-        """Whether `call` already succeeded in this turn (a failed call may be tried again)."""
+        """Whether `call` was made before in this turn with a result that stands."""
         if call.key in self.keys:
             self.repeats += 1
             return True
         return False
 
-    def done(self, call: Call) -> None:
-        self.keys.add(call.key)
+    def done(self, call: Call, result: dict) -> None:
+        """Record a call's result: only a retryable failure leaves it open to another try."""
+        if result.get("ok") or not result.get("retryable"):
+            self.keys.add(call.key)
 
     def tool_choice(self) -> str | dict:
         if self.repeats > self.limit:
-            return {"type": "function", "function": {"name": FINAL_ANSWER_NAME}}
-        return "required"
+            return {"type": "function", "function": {"name": FINAL_ANSWER_NAME}} if self.answer_tool else "none"
+        return "required" if self.answer_tool else "auto"

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 # Why a step did not simply execute calls or answer.
-StepKind = Literal["calls", "answer", "text", "repeat", "tool_error", "cut_off"]
+StepKind = Literal["calls", "answer", "repeat", "tool_error", "cut_off"]
 # Why a turn ended.
 Stop = Literal["answer", "max_steps", "max_errors", "model_error", "not_run"]
 

@@ -148,8 +148,10 @@ QWEN3_1_7B = Shape(hidden=2048, ffn=6144, layers=28, heads=16, kv_heads=8, head_
 
 def write_random_gguf(path: str | Path, arch: str = "qwen3", shape: Shape = Shape(), qtype: Q = Q.F32,
                       embed_qtype: Q | None = None, tied: bool = False, seed: int = 0,
-                      scale: float = 0.3) -> Path:
-    """Write a random model; matrices in `qtype`, the embedding table in `embed_qtype`."""
+                      scale: float = 0.3, favour: str | None = None) -> Path:
+    """Write a random model; matrices in `qtype`, the embedding table in `embed_qtype`.
+    `favour` names a token the model then emits almost always (a worst case for constraints):
+    every embedding shares one direction, which the token's output row reads."""
     rng = np.random.default_rng(seed)
     path = Path(path)
     tokens, merges = bpe_vocab(shape.num_merges)
@@ -199,10 +201,17 @@ def write_random_gguf(path: str | Path, arch: str = "qwen3", shape: Shape = Shap
         return (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
 
     h, d = shape.hidden, shape.head_dim
-    add(tensor_name(T.TOKEN_EMBD), rng.standard_normal((vocab, h)).astype(np.float32), embed_qtype or qtype)
+    embed, output = rng.standard_normal((vocab, h)).astype(np.float32), matrix(vocab, h)
+    if favour is not None:
+        assert not tied, "a favoured token needs an output matrix of its own"
+        shared = rng.standard_normal(h).astype(np.float32)
+        shared /= np.linalg.norm(shared)
+        embed += 3 * np.sqrt(h) * shared
+        output[tokens.index(favour)] = 10 * shared
+    add(tensor_name(T.TOKEN_EMBD), embed, embed_qtype or qtype)
     add(tensor_name(T.OUTPUT_NORM), norm(h), Q.F32)
     if not tied:
-        add(tensor_name(T.OUTPUT), matrix(vocab, h), qtype)
+        add(tensor_name(T.OUTPUT), output, qtype)
     for i in range(shape.layers):
         add(tensor_name(T.ATTN_NORM, i), norm(h), Q.F32)
         add(tensor_name(T.ATTN_Q, i), matrix(shape.heads * d, h), qtype)

@@ -1,6 +1,7 @@
 """A chat request resolved into what the engine runs: prompt token ids through the model's
 own template (with tools), sampling parameters, and the constraint that enforces
-tool_choice required/named or a response_format.
+tool_choice required/named, strict tools under auto (calls that validate, or plain text), or
+a response_format.
 
 tool_choice "none" renders the prompt without the tools: small models imitate the call
 format whenever tools are listed, and "none" is how an agent asks for a plain answer.
@@ -78,7 +79,9 @@ def render(engine: LLMEngine, messages: list[dict], tools: list[dict] | None,
 
 
 def tool_setup(req: ChatCompletionRequest) -> tuple[ToolSet | None, str | None, dict[str, dict] | None]:
-    """(tools to parse for, effective choice, tools to constrain to or None)."""
+    """(tools to parse for, effective choice, tools to constrain to or None). With tool_choice
+    auto, tools marked `strict: true` (OpenAI's flag for schema-exact calls) constrain the
+    reply to calls of the request's tools or plain text; without it auto stays free."""
     tools = [t.model_dump(exclude_none=True) for t in req.tools or []]
     choice = req.tool_choice
     if not tools:
@@ -92,7 +95,8 @@ def tool_setup(req: ChatCompletionRequest) -> tuple[ToolSet | None, str | None, 
     if choice == "none":
         return None, "none", None
     if choice in (None, "auto"):
-        return toolset, "auto", None
+        strict = any(t["function"].get("strict") for t in tools)
+        return toolset, "auto", toolset.schemas if strict else None
     if choice == "required":
         return toolset, "required", toolset.schemas
     name = choice.function.name
@@ -109,8 +113,10 @@ def output_grammar(req: ChatCompletionRequest, choice: str | None,
     wants_format = fmt is not None and fmt.type != "text"
     if forced is not None:
         if wants_format or req.structured_outputs:
-            raise APIError(400, "a forced tool call cannot also follow response_format or structured_outputs",
+            raise APIError(400, "constrained tool calls (tool_choice required or named, or strict tools) cannot also follow response_format or structured_outputs",
                            param="tool_choice", code="invalid_value")
+        if choice == "auto":
+            return grammar.call_or_text_grammar(forced, req.parallel_tool_calls), "tools"
         return grammar.tool_calls_grammar(forced, req.parallel_tool_calls and choice == "required"), "tool_choice"
     if wants_format and req.structured_outputs:
         raise APIError(400, "give response_format or structured_outputs, not both",

@@ -45,15 +45,31 @@ def _json_rule(schema: dict, lenient: bool = False) -> str:
     return json.dumps({**schema, "x-guidance": {**JSON_STYLE, "lenient": lenient}})
 
 
+# Text that does not open like a call: not a JSON object or list, a tag or a code fence
+# (the parser would read those as an attempted call), nor with white space.
+TEXT = r"/[^\s{\[<`][\s\S]*/"
+
+
+def _calls_rules(tools: dict[str, dict], parallel: bool) -> str:
+    one = {"anyOf": [call_schema(n, s) for n, s in tools.items()]} if len(tools) > 1 else \
+        call_schema(*next(iter(tools.items())))
+    more = f' ("\\n" call){{0,{MAX_PARALLEL_CALLS - 1}}}' if parallel else ""
+    return f"calls: call{more}\ncall: %json {_json_rule(one, lenient=True)}"
+
+
 def tool_calls_grammar(tools: dict[str, dict], parallel: bool) -> str:
     """Lark: one call (or up to MAX_PARALLEL_CALLS, one a line) to one of `tools`
     ({name: parameters schema}), as bare JSON objects {"name": ..., "arguments": {...}}.
     Lenient: keywords llguidance cannot enforce (tool schemas come from anywhere) are left
     to the validation every parsed call gets anyway."""
-    one = {"anyOf": [call_schema(n, s) for n, s in tools.items()]} if len(tools) > 1 else \
-        call_schema(*next(iter(tools.items())))
-    more = f' ("\\n" call){{0,{MAX_PARALLEL_CALLS - 1}}}' if parallel else ""
-    return LLMatcher.grammar_from_lark(f"start: call{more}\ncall: %json {_json_rule(one, lenient=True)}")
+    return LLMatcher.grammar_from_lark(f"start: calls\n{_calls_rules(tools, parallel)}")
+
+
+def call_or_text_grammar(tools: dict[str, dict], parallel: bool) -> str:
+    """Lark: the calls of tool_calls_grammar, or a plain-text reply (TEXT). For tool_choice
+    auto with strict tools: the model still decides whether to call, but a call it starts is
+    a valid one, and a reply can neither be a malformed call nor paste a tool result."""
+    return LLMatcher.grammar_from_lark(f"start: calls | text\ntext: {TEXT}\n{_calls_rules(tools, parallel)}")
 
 
 def json_schema_grammar(schema: dict) -> str:

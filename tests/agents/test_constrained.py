@@ -1,6 +1,7 @@
-"""Constrained actions end to end: the agent loop against a real `samevm serve` on a tiny
-random-weight model. Whatever the weights, every step must be a call of an offered tool with
-arguments that validate, or a final answer; random weights without the grammar write neither."""
+"""Constrained actions end to end: the agent loop against a real `samevm serve` on tiny
+random-weight models. Whatever the weights, every step must be a call of an offered tool with
+arguments that validate, or an answer that does not open like a call. The worst case is a
+model that emits '{' almost always: unconstrained, it writes malformed calls."""
 from __future__ import annotations
 
 import jsonschema
@@ -9,7 +10,7 @@ import pytest
 from agents.config import AgentConfig
 from agents.loop import Agent
 from agents.model import ChatModel
-from agents.prompts import FINAL_ANSWER_NAME, final_answer_tool
+from agents.prompts import final_answer_tool
 from runtime.synthetic import Shape
 from tests.runtime.server.conftest import start_server
 from tools.registry import Registry, Tool
@@ -19,12 +20,14 @@ STORE = {"type": "object", "properties": {"key": {"type": "string", "maxLength":
          "required": ["key", "value"], "additionalProperties": False}
 LOOKUP = {"type": "object", "properties": {"city": {"type": "string", "enum": ["Oslo", "Lima", "Pune"]}},
           "required": ["city"], "additionalProperties": False}
-SEEDS = 12
+SEEDS = 8
+ASK = "Keep the number of chairs, 12, and tell me the weather in Lima."
 
 
-@pytest.fixture(scope="module")
-def server(tiny_gguf, tmp_path_factory):
-    s = start_server(tiny_gguf("qwen2", shape=Shape(context=4096)), tmp_path_factory.mktemp("agent-server"))
+@pytest.fixture(scope="module", params=[None, "{"], ids=["random", "brace-loving"])
+def server(request, tiny_gguf, tmp_path_factory):
+    model = tiny_gguf("qwen2", shape=Shape(context=4096), favour=request.param)
+    s = start_server(model, tmp_path_factory.mktemp("agent-server"))
     yield s
     s.stop()
 
@@ -37,32 +40,31 @@ def registry() -> Registry:
     return r
 
 
-def test_every_step_of_a_random_model_is_an_offered_valid_call_or_an_answer(server, registry):
-    config = dict(max_steps=3, max_tokens=160, temperature=1.0, answer_chars=40)
+def play(server, registry, **config) -> list:
     schemas = {t["function"]["name"]: t["function"]["parameters"]
-               for t in registry.openai_tools() + [final_answer_tool(config["answer_chars"])]}
-    model = ChatModel(server.url, timeout=300)
-    kinds = []
+               for t in registry.openai_tools() + [final_answer_tool(40)]}
+    model, turns = ChatModel(server.url, timeout=300), []
     for seed in range(SEEDS):
-        agent = Agent(model, registry, AgentConfig(seed=seed * 100, **config))
-        turn = agent.run("Keep the number of chairs, 12, and tell me the weather in Lima.", registry.openai_tools())
+        agent = Agent(model, registry, AgentConfig(seed=seed * 100, max_steps=3, max_tokens=120, temperature=1.0,
+                                                   answer_chars=40, **config))
+        turn = agent.run(ASK, registry.openai_tools())
         for step in turn.steps:
-            kinds.append(step.kind)
-            assert step.kind in ("calls", "answer", "repeat"), (seed, step)
+            # text may run to max_tokens on random weights, but no reply may open a call it does not finish
+            assert step.kind in ("calls", "answer", "repeat") or step.kind == "cut_off" and \
+                step.content[:1] not in " \n\t{[<`", (seed, step)
             for call in step.calls:
                 assert call.name in schemas and call.ok, (seed, call)
                 jsonschema.validate(call.arguments, schemas[call.name])
-        assert turn.answer is None or 0 < len(turn.answer) <= 40
-        assert not (turn.answer or " ")[0] in " {[<`"
-    assert "calls" in kinds or "answer" in kinds
+        assert turn.answer is None or turn.answer[0] not in " \n\t{[<`", (seed, turn.answer)
+        turns.append(turn)
+    return turns
 
 
-def test_the_same_weights_unconstrained_write_no_call(server, registry):
-    """The control: under tool_choice auto the random model's text is not a valid call, so the
-    test above could not pass without the grammar."""
-    model = ChatModel(server.url, timeout=300)
-    tools = registry.openai_tools() + [final_answer_tool(40)]
-    replies = [model.complete([{"role": "user", "content": "Keep the number of chairs, 12."}], tools, "auto",
-                              max_tokens=60, temperature=1.0, seed=seed) for seed in range(4)]
-    assert not any(r.calls for r in replies)
-    assert FINAL_ANSWER_NAME not in [c.name for r in replies for c in r.calls]
+def test_strict_tools_every_step_is_a_valid_call_or_a_clean_answer(server, registry):
+    turns = play(server, registry)
+    assert any(t.calls for t in turns) or any(t.answer for t in turns)
+
+
+def test_answer_tool_every_step_is_a_valid_call_or_final_answer(server, registry):
+    turns = play(server, registry, answer_tool=True)
+    assert all(len(t.answer or "") <= 40 for t in turns)

@@ -7,27 +7,35 @@ import pytest
 
 from agents import prompts
 from agents.model import ModelError
-from tests.agents.fake_model import answer, call, calls, cut
+from tests.agents.fake_model import answer, call, calls, cut, text
 
 
 def tool_messages(request: dict) -> list[dict]:
     return [m for m in request["messages"] if m["role"] == "tool"]
 
 
-def test_every_step_is_a_constrained_request_with_final_answer_offered(agent_for, registry, counter):
-    agent, fake = agent_for([call("add", a=2, b=3), answer("2 + 3 = 5")])
+def test_every_step_offers_the_tools_strict_and_a_text_reply_is_the_answer(agent_for, registry, counter):
+    agent, fake = agent_for([call("add", a=2, b=3), text("2 + 3 = 5")])
     turn = agent.run("What is 2 + 3?", registry.openai_tools())
     assert turn.answer == "2 + 3 = 5" and turn.stop == "answer"
     assert [s.kind for s in turn.steps] == ["calls", "answer"]
     for request in fake.requests:
-        assert request["tool_choice"] == "required" and request["parallel_tool_calls"] is True
-        names = [t["function"]["name"] for t in request["tools"]]
-        assert names == [t["function"]["name"] for t in registry.openai_tools()] + ["final_answer"]
+        assert request["tool_choice"] == "auto" and request["parallel_tool_calls"] is True
+        assert [t["function"]["name"] for t in request["tools"]] == [t["function"]["name"] for t in registry.openai_tools()]
+        assert all(t["function"]["strict"] is True for t in request["tools"])
     assert counter.calls == [("add", {"a": 2, "b": 3})]
     sent_call = fake.requests[1]["messages"][-2]["tool_calls"][0]
     result = fake.requests[1]["messages"][-1]
     assert result["role"] == "tool" and result["tool_call_id"] == sent_call["id"] == turn.calls[0].id
     assert json.loads(result["content"]) == {"ok": True, "data": 5}
+
+
+def test_with_answer_tool_every_step_must_call_and_final_answer_ends_the_turn(agent_for, registry):
+    agent, fake = agent_for([call("add", a=2, b=3), answer("It is 5.")], answer_tool=True)
+    turn = agent.run("What is 2 + 3?", registry.openai_tools())
+    assert turn.answer == "It is 5." and [s.kind for s in turn.steps] == ["calls", "answer"]
+    assert all(r["tool_choice"] == "required" for r in fake.requests)
+    assert fake.requests[0]["tools"][-1]["function"]["name"] == "final_answer"
 
 
 def test_calls_of_one_reply_run_in_the_order_written(agent_for, registry):
@@ -55,39 +63,47 @@ def test_a_failed_call_stops_the_rest_of_its_reply(agent_for, registry, counter)
 
 def test_an_answer_beside_a_failed_call_does_not_stand(agent_for, registry):
     agent, fake = agent_for([calls(("broken", {"reason": "locked"}), ("final_answer", {"answer": "Saved!"})),
-                             call("add", a=2, b=2), answer("It failed first, then 4.")])
+                             call("add", a=2, b=2), answer("It failed first, then 4.")], answer_tool=True)
     turn = agent.run("go", registry.openai_tools())
     assert turn.answer == "It failed first, then 4." and len(turn.steps) == 3
     assert "Saved!" not in json.dumps(fake.requests[1]["messages"])
 
 
 def test_an_answer_beside_successful_calls_ends_the_turn(agent_for, registry, counter):
-    agent, _ = agent_for([calls(("add", {"a": 1, "b": 2}), ("final_answer", {"answer": "Done: 3."}))])
+    agent, _ = agent_for([calls(("add", {"a": 1, "b": 2}), ("final_answer", {"answer": "Done: 3."}))], answer_tool=True)
     turn = agent.run("1+2", registry.openai_tools())
     assert turn.answer == "Done: 3." and len(turn.steps) == 1 and counter.calls == [("add", {"a": 1, "b": 2})]
 
 
 def test_a_repeated_call_is_not_run_again_and_then_only_an_answer_is_allowed(agent_for, registry, counter):
     same = lambda: call("add", a=2, b=3)  # noqa: E731
-    agent, fake = agent_for([same(), same(), same(), answer("It is 5.")], max_repeats=1)
+    agent, fake = agent_for([same(), same(), same(), text("It is 5.")], max_repeats=1)
     turn = agent.run("What is 2 + 3?", registry.openai_tools())
     assert counter.calls == [("add", {"a": 2, "b": 3})]
     assert [s.kind for s in turn.steps] == ["calls", "repeat", "repeat", "answer"]
     assert json.loads(tool_messages(fake.requests[2])[-1]["content"])["error"] == prompts.REPEATED
-    assert fake.requests[2]["tool_choice"] == "required"
-    assert fake.requests[3]["tool_choice"] == {"type": "function", "function": {"name": "final_answer"}}
+    assert fake.requests[2]["tool_choice"] == "auto" and "structured_outputs" not in fake.requests[2]
+    # then a text answer only, itself under a constraint: it cannot open like a call
+    assert fake.requests[3]["tool_choice"] == "none"
+    assert fake.requests[3]["structured_outputs"] == {"regex": prompts.ANSWER_REGEX}
     assert turn.answer == "It is 5."
+
+
+def test_a_call_that_failed_for_good_is_not_run_again(agent_for, registry, counter):
+    agent, _ = agent_for([call("broken", reason="x"), call("broken", reason="x"), text("It cannot be done.")])
+    turn = agent.run("go", registry.openai_tools())
+    assert [s.kind for s in turn.steps] == ["tool_error", "repeat", "answer"] and len(counter.calls) == 1
 
 
 def test_a_repeat_beside_a_new_call_does_not_block_it(agent_for, registry, counter):
     agent, _ = agent_for([call("add", a=1, b=2), calls(("add", {"a": 1, "b": 2}), ("add", {"a": 3, "b": 4})),
-                          answer("3 and 7")])
+                          text("3 and 7")])
     turn = agent.run("Add 1+2, then 3+4.", registry.openai_tools())
     assert counter.calls == [("add", {"a": 1, "b": 2}), ("add", {"a": 3, "b": 4})] and turn.answer == "3 and 7"
 
 
 def test_a_reply_cut_off_at_the_token_limit_is_an_observation(agent_for, registry, counter):
-    agent, fake = agent_for([cut('{"name": "add", "argu'), call("add", a=1, b=1), answer("2")])
+    agent, fake = agent_for([cut('{"name": "add", "argu'), call("add", a=1, b=1), text("2")])
     turn = agent.run("1+1", registry.openai_tools())
     assert [s.kind for s in turn.steps] == ["cut_off", "calls", "answer"]
     assert fake.requests[1]["messages"][-1] == {"role": "user", "content": prompts.CUT_OFF}

@@ -124,3 +124,34 @@ def test_tool_grammars_skip_what_they_cannot_enforce(factory):
         f.constraint(grammar.json_schema_grammar(odd))           # a response format says so (400)
     text = walk(tok, f.constraint(grammar.tool_calls_grammar({"pick": odd}, parallel=False)), np.random.default_rng(4))
     assert json.loads(text)["arguments"]["n"] in (1, 2, 3)       # the rest is left to validation
+
+
+def test_strict_auto_is_valid_calls_or_text_that_does_not_open_like_a_call(factory):
+    tok, f = factory
+    tools = ToolSet.from_request([{"type": "function", "function": {"name": "get_weather", "parameters": WEATHER}},
+                                  {"type": "function", "function": {"name": "clock", "parameters": CLOCK}}])
+    source = grammar.call_or_text_grammar(tools.schemas, parallel=True)
+    eos, brace = f.eos_ids[0], tok.hf.convert_tokens_to_ids("{")
+    rng = np.random.default_rng(3)
+    kinds = set()
+    for _ in range(40):
+        constraint, ids = f.constraint(source), []
+        while not constraint.is_terminated() and len(ids) < 400:
+            choices = allowed_ids(constraint.allowed(), len(tok))
+            # a worst-case model that also stops whenever it may, now and then, so text ends
+            token = eos if eos in choices and rng.random() < 0.1 else int(rng.choice(choices))
+            if not ids and rng.random() < 0.5:      # and opens a call half of the time
+                assert brace in choices
+                token = brace
+            constraint.advance(token)
+            ids.append(token)
+        text = tok.decode([i for i in ids if i != eos])
+        result = parse(text, tools.names, tools.validate)
+        assert all("repeated identical call" in e for e in result.errors), (text, result.errors)
+        if result.calls:
+            kinds.add("calls")
+            assert result.content is None, text
+        else:
+            kinds.add("text")
+            assert text and text[0] not in " \n\t{[<`", text
+    assert kinds == {"calls", "text"}
