@@ -57,17 +57,14 @@ def tasks(rep: int) -> dict[str, list[list[tuple[str, dict]]]]:
     note = f"Release {rep} of orion moved the scheduler to a new queue (routing run {rep})."
     return {
         "facts": [[("sql_exec", {"db": "routing", "sql": "CREATE TABLE IF NOT EXISTS facts (name TEXT, value TEXT)"})],
-                  [("sql_exec", {"db": "routing", "sql": "INSERT INTO facts VALUES (:n, :v)",
-                                 "params": {"n": f"run{rep}", "v": str(rep)}})],
-                  [("sql_query", {"db": "routing", "sql": "SELECT name, value FROM facts WHERE name = :n",
-                                  "params": {"n": f"run{rep}"}})]],
-        "background": [[("rag_ingest", {"text": note, "source": f"routing-{rep}", "collection": "routing"})],
-                       [("rag_search", {"query": "What moved the scheduler?", "collection": "routing", "k": 3})]],
+                  [("sql_exec", {"db": "routing", "sql": f"INSERT INTO facts VALUES ('run{rep}', '{rep}')"})],
+                  [("sql_query", {"db": "routing", "sql": f"SELECT name, value FROM facts WHERE name = 'run{rep}'"})]],
+        "background": [[("rag_ingest", {"text": note, "source": f"routing-{rep}"})],
+                       [("rag_search", {"query": "What moved the scheduler?", "k": 3})]],
         "memory": [[("memory_add", {"text": f"routing run {rep}: facts in routing.facts"})],
                    [("memory_search", {"query": f"routing run {rep}"})]],
-        "freeform": [[("sql_exec", {"db": "routing", "sql": "INSERT INTO facts VALUES (:n, :v)",
-                                    "params": {"n": f"deploy{rep}", "v": "4.2.1"}}),
-                      ("rag_ingest", {"text": note + " Deploy notes.", "source": f"deploy-{rep}", "collection": "routing"}),
+        "freeform": [[("sql_exec", {"db": "routing", "sql": f"INSERT INTO facts VALUES ('deploy{rep}', '4.2.1')"}),
+                      ("rag_ingest", {"text": note + " Deploy notes.", "source": f"deploy-{rep}"}),
                       ("memory_add", {"text": f"deploy {rep} is in routing.facts and the routing collection"})]],
     }
 

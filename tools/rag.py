@@ -1,6 +1,7 @@
 """The `rag` toolset: store text or local files in the worker's retrieval index and search it
 (POST /v1/rag/ingest, /v1/rag/search, GET /v1/rag/documents). Hits carry source and page so
-an answer can cite them. Collection names are the model's; the context's namespace maps them
+an answer can cite them. A text and files are two tools: given one tool with both as optional
+parameters, small models filled in both, with made-up paths. Collection names are the model's; the context's namespace maps them
 to the worker's."""
 from __future__ import annotations
 
@@ -10,29 +11,36 @@ from tools.registry import Registry
 SNIPPET_CHARS = 600    # text of one hit shown to the model
 
 
+def _ingest(ctx: ToolContext, body: dict) -> dict:
+    result = ctx.worker("POST", "/v1/rag/ingest", json=body)
+    return {"collection": ctx.unscoped(result["collection"]), "documents": [
+        {k: d.get(k) for k in ("source", "doc_id", "status", "chunks", "pages") if k in d}
+        for d in result["documents"]]}
+
+
 def register(registry: Registry) -> None:
     @registry.tool(toolset="rag")
-    def rag_ingest(ctx: ToolContext, text: str | None = None, source: str | None = None,
-                   paths: list[str] | None = None, collection: str = "default") -> dict:
-        """Store background knowledge for later retrieval: a text under a source name, or
-        files (PDF, text, markdown) by path. Storing the same content again changes nothing.
+    def rag_ingest(ctx: ToolContext, text: str, source: str) -> dict:
+        """Store a text in the knowledge base, to be found later by topic with rag_search.
+        Storing the same text again changes nothing; a new text under the same source replaces it.
 
         Args:
-            text: the text to store
-            source: a short name for the text, used to cite and replace it
-            paths: local file or folder paths to store instead of text
+            text: the text to store, word for word
+            source: a short name for the text, to cite it by
+        """
+        return _ingest(ctx, {"collection": ctx.scoped("default"), "texts": [{"text": text, "source": source}]})
+
+    @registry.tool(toolset="rag")
+    def rag_ingest_files(ctx: ToolContext, paths: list[str], collection: str = "default") -> dict:
+        """Store local files (PDF, text, markdown) or folders in the knowledge base, page by page.
+
+        Args:
+            paths: file or folder paths on this machine
             collection: the index to store into
         """
-        if text is None and not paths:
-            raise ToolError("give `text` (with a `source` name) or `paths`")
-        if text is not None and not source:
-            raise ToolError("a text needs a `source` name to cite it by")
-        body = {"collection": ctx.scoped(collection), "texts": [{"text": text, "source": source}] if text is not None else [],
-                "paths": paths or []}
-        result = ctx.worker("POST", "/v1/rag/ingest", json=body)
-        return {"collection": ctx.unscoped(result["collection"]), "documents": [
-            {k: d.get(k) for k in ("source", "doc_id", "status", "chunks", "pages") if k in d}
-            for d in result["documents"]]}
+        if not paths:
+            raise ToolError("give at least one path")
+        return _ingest(ctx, {"collection": ctx.scoped(collection), "paths": paths})
 
     @registry.tool(toolset="rag")
     def rag_search(ctx: ToolContext, query: str, collection: str = "default", k: int = 4) -> dict:
@@ -53,7 +61,7 @@ def register(registry: Registry) -> None:
             # Nothing stored there yet: for an agent that is an empty search, not a failure
             # (told "unknown collection", a small model retries the search instead of storing).
             return {"hits": [], "note": f"nothing is stored in the collection {collection!r} yet; "
-                                        "store text there with rag_ingest"}
+                                        "store text with rag_ingest or files with rag_ingest_files"}
         return {"hits": [{"source": h["source"], "page": h.get("page"), "text": h["text"][:SNIPPET_CHARS],
                           "score": round(h["score"], 4)} for h in result["results"]]}
 

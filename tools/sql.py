@@ -1,11 +1,12 @@
 """The `sql` toolset: statements against the worker's named SQLite databases (POST
-/v1/sql/exec and /v1/sql/query). Values travel as bound parameters, never pasted into SQL.
-Database names are the model's; the context's namespace maps them to the worker's."""
+/v1/sql/exec and /v1/sql/query). A tool takes a database and one statement with its values
+as SQL literals: given an optional `params` object, small models filled it with values
+borrowed from elsewhere in their context. (Clients that bind parameters use the worker's
+HTTP API, which takes `params`.) Database names are the model's; the context's namespace
+maps them to the worker's."""
 from __future__ import annotations
 
 import re
-from typing import Any
-
 from tools.context import ToolContext, ToolError
 from tools.registry import Registry
 
@@ -15,15 +16,14 @@ _QUOTED = re.compile(r"'(?:[^']|'')*'")
 _PLACEHOLDER = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 
 
-def check_placeholders(sql: str, params: dict | None) -> None:
-    """Refuse :name placeholders that `params` does not fill, saying how to fix the call (the
-    database's own error names one parameter and a URL). Seen on the 1.5B with params left out
-    of the schema: 'VALUES (:service, :version, :day)' and no values, in 5 of 10 runs."""
-    missing = [n for n in dict.fromkeys(_PLACEHOLDER.findall(_QUOTED.sub("''", sql))) if n not in (params or {})]
-    if missing:
-        names = ", ".join(":" + n for n in missing)
+def check_placeholders(sql: str) -> None:
+    """Refuse :name placeholders, saying how to fix the call (the database's own error names
+    one parameter and a URL): the values belong in the statement as literals."""
+    found = list(dict.fromkeys(_PLACEHOLDER.findall(_QUOTED.sub("''", sql))))
+    if found:
+        names = ", ".join(":" + n for n in found)
         raise ToolError(f"the statement has placeholders ({names}) that no value fills: write the values into "
-                        "the statement as literals ('orion', 42), or pass them in params")
+                        "the statement as SQL literals ('orion', 42)")
 
 
 def rows_result(result: dict, max_rows: int = MAX_ROWS) -> dict:
@@ -37,22 +37,21 @@ def rows_result(result: dict, max_rows: int = MAX_ROWS) -> dict:
 
 def register(registry: Registry) -> None:
     @registry.tool(toolset="sql")
-    def sql_exec(ctx: ToolContext, db: str, sql: str, params: dict[str, Any] | None = None) -> dict:
+    def sql_exec(ctx: ToolContext, db: str, sql: str) -> dict:
         """Run one SQL statement that changes data (CREATE TABLE, INSERT, UPDATE, DELETE) in a
         local SQLite database; the database is created on first use and the statement commits.
         Read rows with sql_query.
 
         Args:
             db: database name (letters, digits, '_' or '-')
-            sql: one SQL statement; write :name where a value goes
-            params: values for the :name placeholders
+            sql: one SQL statement, with its values written in it as SQL literals
         """
         if _SELECT.match(sql):
             # As the MCP reference SQLite server's write_query does: with the read sent to the
             # tool for reading, a caller's log says which calls could have changed data.
             raise ToolError("sql_exec is for statements that change data; run a SELECT with sql_query")
-        check_placeholders(sql, params)
-        result = ctx.worker("POST", "/v1/sql/exec", json={"db": ctx.scoped(db), "sql": sql, "params": params})
+        check_placeholders(sql)
+        result = ctx.worker("POST", "/v1/sql/exec", json={"db": ctx.scoped(db), "sql": sql})
         out = rows_result(result)
         out["rowcount"] = result.get("rowcount")
         if result.get("lastrowid") is not None:
@@ -60,13 +59,12 @@ def register(registry: Registry) -> None:
         return out
 
     @registry.tool(toolset="sql")
-    def sql_query(ctx: ToolContext, db: str, sql: str, params: dict[str, Any] | None = None) -> dict:
+    def sql_query(ctx: ToolContext, db: str, sql: str) -> dict:
         """Run one read-only SQL query (SELECT) in a local SQLite database and return its rows.
 
         Args:
             db: database name
-            sql: one SELECT statement; write :name where a value goes
-            params: values for the :name placeholders
+            sql: one SELECT statement
         """
-        check_placeholders(sql, params)
-        return rows_result(ctx.worker("POST", "/v1/sql/query", json={"db": ctx.scoped(db), "sql": sql, "params": params}))
+        check_placeholders(sql)
+        return rows_result(ctx.worker("POST", "/v1/sql/query", json={"db": ctx.scoped(db), "sql": sql}))

@@ -37,8 +37,7 @@ async def exercise(client: Client, db: str) -> None:
     assert sql_exec.input_schema == registry.tools["sql_exec"].parameters
 
     await client.call_tool("sql_exec", {"db": db, "sql": "CREATE TABLE t (n INTEGER)"})
-    made = envelope(await client.call_tool("sql_exec", {"db": db, "sql": "INSERT INTO t VALUES (:n)",
-                                                         "params": {"n": 42}}))
+    made = envelope(await client.call_tool("sql_exec", {"db": db, "sql": "INSERT INTO t VALUES (42)"}))
     assert made["ok"] and made["data"]["rowcount"] == 1
     rows = envelope(await client.call_tool("sql_query", {"db": db, "sql": "SELECT n FROM t"}))
     assert rows["data"]["rows"] == [[42]]

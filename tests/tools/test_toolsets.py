@@ -16,7 +16,7 @@ from tools.toolsets import TOOL_MODULES, build_registry
 EXPECTED = {
     "runtime": {"runtime_status", "runtime_models"},
     "sql": {"sql_exec", "sql_query"},
-    "rag": {"rag_ingest", "rag_search", "rag_documents"},
+    "rag": {"rag_ingest", "rag_ingest_files", "rag_search", "rag_documents"},
     "embed": {"embed", "similarity"},
     "rerank": {"rerank"},
     "speech": {"tts", "stt"},
@@ -42,9 +42,9 @@ def test_the_default_registry_has_every_toolset():
 
 def test_sql_tools_write_a_real_sqlite_file(call, stack):
     call("sql_exec", db="facts", sql="CREATE TABLE IF NOT EXISTS facts (key TEXT PRIMARY KEY, value TEXT)")
-    out = call("sql_exec", db="facts", sql="INSERT INTO facts VALUES (:k, :v)", params={"k": "capital", "v": "Paris'; --"})
+    out = call("sql_exec", db="facts", sql="INSERT INTO facts VALUES ('capital', 'Paris''; --')")
     assert out["rowcount"] == 1
-    rows = call("sql_query", db="facts", sql="SELECT key, value FROM facts WHERE key = :k", params={"k": "capital"})
+    rows = call("sql_query", db="facts", sql="SELECT key, value FROM facts WHERE key = 'capital'")
     assert rows == {"columns": ["key", "value"], "rows": [["capital", "Paris'; --"]], "row_count": 1}
     with sqlite3.connect(stack.settings.home / "sql" / "facts.db") as db:      # the file itself, read independently
         assert db.execute("SELECT value FROM facts").fetchall() == [("Paris'; --",)]
@@ -57,8 +57,10 @@ def test_sql_tools_write_a_real_sqlite_file(call, stack):
         assert wrong_tool["ok"] is False and wrong_tool["retryable"] is False and "sql_query" in wrong_tool["error"]
     call("sql_exec", db="facts", sql="INSERT INTO facts SELECT 'city', 'Lyon'")     # a write that selects is a write
     assert call("sql_query", db="facts", sql="SELECT count(*) AS n FROM facts")["rows"] == [[2]]
-    unfilled = call.raw("sql_exec", db="facts", sql="INSERT INTO facts VALUES (:k, :v)", params={"k": "sea"})
-    assert unfilled["ok"] is False and "(:v)" in unfilled["error"] and "literals" in unfilled["error"]
+    unfilled = call.raw("sql_exec", db="facts", sql="INSERT INTO facts VALUES (:k, :v)")
+    assert unfilled["ok"] is False and "(:k, :v)" in unfilled["error"] and "literals" in unfilled["error"]
+    borrowed = call.raw("sql_exec", db="facts", sql="INSERT INTO facts VALUES ('a', 'b')", params={"a": 1})
+    assert borrowed["ok"] is False and "params" in borrowed["error"]       # no such parameter to fill
     # a time's ':' is not a placeholder
     call("sql_exec", db="facts", sql="INSERT INTO facts VALUES ('at', '12:30')")
     assert call("sql_query", db="facts", sql="SELECT value FROM facts WHERE key = 'at'")["rows"] == [["12:30"]]
@@ -80,17 +82,17 @@ def test_rag_tools_find_the_right_page_of_a_pdf(call, docs_dir):
     empty = call("rag_search", query="bees", collection="tools-test-never-stored")
     assert empty["hits"] == [] and "nothing is stored" in empty["note"]    # not an error an agent retries
     assert "rag_ingest" in empty["note"]                                   # ...but a pointer to the step it skipped
-    added = call("rag_ingest", paths=[str(path)], collection="tools-test")
+    added = call("rag_ingest_files", paths=[str(path)], collection="tools-test")
     assert added["documents"][0]["status"] == "added" and added["documents"][0]["pages"] == 3
-    assert call("rag_ingest", paths=[str(path)], collection="tools-test")["documents"][0]["status"] == "unchanged"
+    assert call("rag_ingest_files", paths=[str(path)], collection="tools-test")["documents"][0]["status"] == "unchanged"
     hits = call("rag_search", query="how do bees tell each other where flowers are?", collection="tools-test")["hits"]
     assert hits[0]["source"].endswith("nature.pdf") and hits[0]["page"] == 2 and "waggle" in hits[0]["text"]
-    call("rag_ingest", text="The samevm test note says the launch code is 4417.", source="note", collection="tools-test")
-    assert "4417" in call("rag_search", query="launch code", collection="tools-test", k=1)["hits"][0]["text"]
+    call("rag_ingest", text="The samevm test note says the launch code is 4417.", source="note")
+    assert "4417" in call("rag_search", query="launch code", k=1)["hits"][0]["text"]
     docs = call("rag_documents", collection="tools-test")["documents"]
-    assert sorted((d["source"], d["kind"], d["pages"]) for d in docs) == [(str(path), "pdf", 3), ("note", "text", 0)]
-    assert call.raw("rag_ingest", text="no name")["error"] == "a text needs a `source` name to cite it by"
-    outside = call.raw("rag_ingest", paths=["/etc/passwd"])
+    assert sorted((d["source"], d["kind"], d["pages"]) for d in docs) == [(str(path), "pdf", 3)]
+    assert "'source' is a required property" in call.raw("rag_ingest", text="no name")["error"]
+    outside = call.raw("rag_ingest_files", paths=["/etc/passwd"])
     assert outside["ok"] is False and not outside["retryable"]
 
 
