@@ -106,8 +106,8 @@ def tool_setup(req: ChatCompletionRequest) -> tuple[ToolSet | None, str | None, 
     return toolset, "named", {name: toolset.schemas[name]}
 
 
-def output_grammar(req: ChatCompletionRequest, choice: str | None,
-                   forced: dict[str, dict] | None) -> tuple[str | None, str]:
+def output_grammar(req: ChatCompletionRequest, choice: str | None, forced: dict[str, dict] | None,
+                   tags: tuple[str, str] = grammar.TEXT_TAGS) -> tuple[str | None, str]:
     """(grammar source or None, the parameter it comes from)."""
     fmt = req.response_format
     wants_format = fmt is not None and fmt.type != "text"
@@ -116,8 +116,8 @@ def output_grammar(req: ChatCompletionRequest, choice: str | None,
             raise APIError(400, "constrained tool calls (tool_choice required or named, or strict tools) cannot also follow response_format or structured_outputs",
                            param="tool_choice", code="invalid_value")
         if choice == "auto":
-            return grammar.call_or_text_grammar(forced, req.parallel_tool_calls), "tools"
-        return grammar.tool_calls_grammar(forced, req.parallel_tool_calls and choice == "required"), "tool_choice"
+            return grammar.call_or_text_grammar(forced, req.parallel_tool_calls, tags), "tools"
+        return grammar.tool_calls_grammar(forced, req.parallel_tool_calls and choice == "required", tags), "tool_choice"
     if wants_format and req.structured_outputs:
         raise APIError(400, "give response_format or structured_outputs, not both",
                        param="structured_outputs", code="invalid_value")
@@ -135,7 +135,8 @@ def plan(state: ServerState, engine: LLMEngine, req: ChatCompletionRequest) -> C
         raise APIError(400, "give max_tokens or max_completion_tokens, not both",
                        param="max_completion_tokens", code="invalid_value")
     toolset, choice, forced = tool_setup(req)
-    source, param = output_grammar(req, choice, forced)
+    source, param = output_grammar(req, choice, forced,
+                                   state.grammar_factory(engine).call_tags if forced is not None else grammar.TEXT_TAGS)
     rendered_tools = [t.model_dump(exclude_none=True) for t in req.tools] if toolset else None
     text = render(engine, template_messages(req.messages), rendered_tools)
     ids = encode(engine, text, add_special=False, param="messages")

@@ -50,26 +50,37 @@ def _json_rule(schema: dict, lenient: bool = False) -> str:
 TEXT = r"/[^\s{\[<`][\s\S]*/"
 
 
-def _calls_rules(tools: dict[str, dict], parallel: bool) -> str:
+# How a grammar writes the call tags: as the tokenizer's own <tool_call> tokens where it has
+# them (llguidance admits a special token only where the grammar names it as one), else as text.
+TEXT_TAGS = ('"<tool_call>"', '"</tool_call>"')
+TOKEN_TAGS = ("<tool_call>", "</tool_call>")
+
+
+def _calls_rules(tools: dict[str, dict], parallel: bool, tags: tuple[str, str]) -> str:
+    """A call's JSON bare, in the Hermes/Qwen tags chat templates teach, or in a JSON fence
+    (what small models write unasked): the model keeps the form it was trained on, and the
+    parser (toolcalls.py) reads all three."""
     one = {"anyOf": [call_schema(n, s) for n, s in tools.items()]} if len(tools) > 1 else \
         call_schema(*next(iter(tools.items())))
     more = f' ("\\n" call){{0,{MAX_PARALLEL_CALLS - 1}}}' if parallel else ""
-    return f"calls: call{more}\ncall: %json {_json_rule(one, lenient=True)}"
+    return (f"calls: call{more}\n"
+            f'call: body | {tags[0]} "\\n" body "\\n" {tags[1]} | "```json\\n" body "\\n```"\n'
+            f"body: %json {_json_rule(one, lenient=True)}")
 
 
-def tool_calls_grammar(tools: dict[str, dict], parallel: bool) -> str:
+def tool_calls_grammar(tools: dict[str, dict], parallel: bool, tags: tuple[str, str] = TEXT_TAGS) -> str:
     """Lark: one call (or up to MAX_PARALLEL_CALLS, one a line) to one of `tools`
     ({name: parameters schema}), as bare JSON objects {"name": ..., "arguments": {...}}.
     Lenient: keywords llguidance cannot enforce (tool schemas come from anywhere) are left
     to the validation every parsed call gets anyway."""
-    return LLMatcher.grammar_from_lark(f"start: calls\n{_calls_rules(tools, parallel)}")
+    return LLMatcher.grammar_from_lark(f"start: calls\n{_calls_rules(tools, parallel, tags)}")
 
 
-def call_or_text_grammar(tools: dict[str, dict], parallel: bool) -> str:
+def call_or_text_grammar(tools: dict[str, dict], parallel: bool, tags: tuple[str, str] = TEXT_TAGS) -> str:
     """Lark: the calls of tool_calls_grammar, or a plain-text reply (TEXT). For tool_choice
     auto with strict tools: the model still decides whether to call, but a call it starts is
     a valid one, and a reply can neither be a malformed call nor paste a tool result."""
-    return LLMatcher.grammar_from_lark(f"start: calls | text\ntext: {TEXT}\n{_calls_rules(tools, parallel)}")
+    return LLMatcher.grammar_from_lark(f"start: calls | text\ntext: {TEXT}\n{_calls_rules(tools, parallel, tags)}")
 
 
 def json_schema_grammar(schema: dict) -> str:
@@ -92,6 +103,8 @@ class GrammarFactory:
         self.vocab = vocab
         self.tokenizer = llguidance.hf.from_tokenizer(hf_tokenizer, n_vocab=vocab, eos_token=sorted(eos_ids))
         self.eos_ids = sorted(eos_ids)
+        ids = [hf_tokenizer.convert_tokens_to_ids(t) for t in TOKEN_TAGS]
+        self.call_tags = TOKEN_TAGS if all(i is not None and i != hf_tokenizer.unk_token_id for i in ids) else TEXT_TAGS
 
     def constraint(self, grammar: str) -> GrammarConstraint:
         """A fresh matcher for `grammar`; GrammarError if it does not compile."""

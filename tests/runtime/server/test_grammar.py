@@ -70,11 +70,15 @@ def test_named_call_without_parallel_is_exactly_one_call(factory):
     tok, f = factory
     source = grammar.tool_calls_grammar({"get_weather": WEATHER}, parallel=False)
     rng = np.random.default_rng(1)
-    for _ in range(10):
+    forms = set()
+    for _ in range(20):
         text = walk(tok, f.constraint(source), rng)
-        obj = json.loads(text)
-        assert obj["name"] == "get_weather"
-        jsonschema.validate(obj["arguments"], WEATHER)
+        forms.add(text[:1])
+        result = parse(text, {"get_weather"}, lambda name, args: [])
+        assert result.content is None and len(result.calls) == 1, text
+        assert result.calls[0].name == "get_weather"
+        jsonschema.validate(json.loads(result.calls[0].arguments), WEATHER)
+    assert forms == {"{", "<", "`"}          # bare, in the template's tags, in a JSON fence
 
 
 def test_response_schema_documents_validate(factory):
