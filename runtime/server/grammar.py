@@ -103,8 +103,15 @@ class GrammarFactory:
         self.vocab = vocab
         self.tokenizer = llguidance.hf.from_tokenizer(hf_tokenizer, n_vocab=vocab, eos_token=sorted(eos_ids))
         self.eos_ids = sorted(eos_ids)
-        ids = [hf_tokenizer.convert_tokens_to_ids(t) for t in TOKEN_TAGS]
-        self.call_tags = TOKEN_TAGS if all(i is not None and i != hf_tokenizer.unk_token_id for i in ids) else TEXT_TAGS
+        self.call_tags = TOKEN_TAGS if self._special(TOKEN_TAGS) else TEXT_TAGS
+
+    def _special(self, tokens: tuple[str, ...]) -> bool:
+        """Whether llguidance knows each of `tokens` as a special token of this tokenizer."""
+        try:
+            matcher = LLMatcher(self.tokenizer, LLMatcher.grammar_from_lark("start: " + " ".join(tokens)), log_level=0)
+        except ValueError:
+            return False
+        return not matcher.is_error()
 
     def constraint(self, grammar: str) -> GrammarConstraint:
         """A fresh matcher for `grammar`; GrammarError if it does not compile."""
