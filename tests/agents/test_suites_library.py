@@ -135,6 +135,7 @@ def test_the_gold_calls_pass_every_turn_and_spoiled_work_fails_every_turn(play, 
     good = play(suite, [0])
     assert good["summary"]["pass_rate"] == 1.0, failures(good)
     bad = play(suite, [0], spoil=True)
+    assert "error" not in bad["runs"][0], bad["runs"][0].get("error")      # spoiled by the model, not a crash
     passed = [t["name"] for t in bad["runs"][0]["turns"] if t["passed"]]
     assert not passed, f"these turns pass with their work spoiled: {passed}"
 
@@ -151,7 +152,7 @@ def test_the_library_is_worded_as_users_word_it():
         for t in s.turns:
             assert not any(w in t.user.upper() for w in ("INSERT", "SELECT", "CREATE TABLE")), (s.name, t.name)
             needed = {g.name for g in t.gold}
-            offered = {t["function"]["name"] for t in runner_offered(registry, t.tools)}
+            offered = {t["function"]["name"] for t in runner_offered(registry, s.tools if t.tools is None else t.tools)}
             assert offered - needed, f"{s.name}.{t.name} offers only what it needs"
     turns = [t for s in natural for t in s.turns]
     assert any(not t.gold and t.expect.not_called for t in turns)           # no tool needed
