@@ -69,18 +69,20 @@ class GoldModel:
         results = [_content(m) for m in messages[start + 1:] if m["role"] == "tool"]
         failed = sum('"ok": false' in r or any(e in r for e in errors) for r in results)
         gold = [(g.name, fill_all(g.arguments, fill)) for g in spec.gold]
-        if self.spoil:
-            gold = gold[:-1] if gold else [self._unwanted(spec, body)]
-        done = len(results) - failed
         offered = {t["function"]["name"]: t["function"] for t in body.get("tools") or []}
+        if self.spoil and not gold and not results and offered:
+            name, arguments = self._unwanted(spec, offered)
+            return call(name, **arguments)
+        gold = gold[:-1] if self.spoil else gold
+        done = len(results) - failed
         if done < len(gold) and gold[done][0] in offered:
             return call(gold[done][0], **gold[done][1])
         return self._answer(spec, fill, results, offered)
 
-    def _unwanted(self, spec, body: dict) -> tuple[str, dict]:
-        offered = {t["function"]["name"]: t["function"]["parameters"] for t in body.get("tools") or []}
+    def _unwanted(self, spec, offered: dict) -> tuple[str, dict]:
+        """A call of the first tool the turn must not call, with every required argument "x"."""
         name = next(n for n in spec.expect.not_called if n in offered)
-        return name, {p: "x" for p in offered[name].get("required", [])}
+        return name, {p: "x" for p in offered[name]["parameters"].get("required", [])}
 
     def _answer(self, spec, fill, results: list[str], offered: dict) -> dict:
         if self.spoil and not spec.gold:
