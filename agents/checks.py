@@ -180,6 +180,8 @@ def evaluate(expect: Expect, turn: Turn, probe: Probe, fill, memory_mark: int = 
     for name in expect.called:
         out.append(CheckResult(f"called {name}", name in succeeded,
                                "" if name in succeeded else ("failed" if name in attempted else "never called")))
+    for group in expect.called_any:
+        out.append(CheckResult("called one of " + " | ".join(group), bool(succeeded & set(group))))
     for name in expect.not_called:
         out.append(CheckResult(f"did not call {name}", name not in attempted))
     for name in expect.recovered:

@@ -16,6 +16,7 @@
         new_session: false                     # true: earlier turns leave the context
         expect:
           called: [sql_exec]                   # tools that must have run and succeeded
+          called_any: [[memory_search, memory_read]]   # each group: one of them did
           not_called: [rag_ingest]             # tools that must not have been called at all
           recovered: [sql_exec]                # failed in this turn, and its last call succeeded
           answer_contains: ["84.5"]            # facts (from the user, a store or the runtime)
@@ -88,6 +89,7 @@ class MemoryExpect:
 @dataclass(slots=True)
 class Expect:
     called: list[str] = field(default_factory=list)
+    called_any: list[list[str]] = field(default_factory=list)    # each group: one of them succeeded
     not_called: list[str] = field(default_factory=list)
     recovered: list[str] = field(default_factory=list)
     answer_contains: list[str] = field(default_factory=list)
