@@ -222,3 +222,4 @@ def test_a_namespaced_registry_shows_the_model_only_its_own_names(worker):
     other = build_registry(ToolContext(worker_url=url, namespace="s8"))
     assert other.call("rag_search", {"query": "prime"})["data"]["hits"] == []
     assert other.call("memory_read", {})["data"]["notes"] == []
+    assert other.call("rag_documents", {})["data"]["documents"] == []       # not s7's collection's name
