@@ -141,9 +141,9 @@ def sql_check(e: SqlExpect, probe: Probe, fill) -> CheckResult:
                            f"{len(rows)} rows" + (f", missing {lost}" if lost else ""))
     tables = {name: [json.dumps(r, default=str, ensure_ascii=False) for r in rows]
               for name, rows in probe.sql_tables(fill(e.db) if e.db else None).items()}
-    name = f"sql: a table{' of ' + fill(e.db) if e.db else ''} holds " + ", ".join(want) \
-        + (" in one row" if e.same_row else "") + (f" in {e.min_rows}+ rows" if e.min_rows > 1 else "") \
-        + (f", no row holds {', '.join(gone)}" if gone else "")
+    holding = (f"a table{' of ' + fill(e.db) if e.db else ''} holds " + ", ".join(want)
+               + (" in one row" if e.same_row else "") + (f" in {e.min_rows}+ rows" if e.min_rows > 1 else "")) if want else ""
+    name = "sql: " + ", ".join(filter(None, [holding, f"no row holds {', '.join(gone)}" if gone else ""]))
 
     def holds(texts: list[str]) -> bool:
         if e.same_row:
@@ -180,6 +180,8 @@ def evaluate(expect: Expect, turn: Turn, probe: Probe, fill, memory_mark: int = 
     for name in expect.called:
         out.append(CheckResult(f"called {name}", name in succeeded,
                                "" if name in succeeded else ("failed" if name in attempted else "never called")))
+    for group in expect.called_any:
+        out.append(CheckResult("called one of " + " | ".join(group), bool(succeeded & set(group))))
     for name in expect.not_called:
         out.append(CheckResult(f"did not call {name}", name not in attempted))
     for name in expect.recovered:

@@ -124,7 +124,7 @@ class SuiteRunner:
             tools.turn = spec.name
             if error is None:
                 try:
-                    turn = agent.run(fill(spec.user), offered(tools.tools, spec.tools))
+                    turn = agent.run(fill(spec.user), offered(tools.tools, self.suite.tools if spec.tools is None else spec.tools))
                 except ModelError as e:       # the runtime failed, not the model: this seed fails, the others go on
                     error, turn = str(e), Turn(fill(spec.user), stop="model_error")
             else:

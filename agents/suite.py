@@ -3,6 +3,7 @@
     name: budget
     description: ...
     agent: {max_steps: 8, temperature: 0.3}    # AgentConfig fields (optional)
+    tools: [sql, rag, memory]                  # toolsets or tool names offered (default: all)
     faults:                                    # tool failures injected by the runner
       - {tool: sql_exec, turn: log, times: 2, error: "database is locked", retryable: true}
     reset:                                     # before each seed, after its namespace is emptied
@@ -11,10 +12,11 @@
     turns:
       - name: log
         user: "I spent 84.50 on groceries today, keep track of it for me."
-        tools: [sql, rag, memory]              # toolsets or tool names offered (default: all)
+        tools: [sql]                           # this turn's own offer (default: the suite's)
         new_session: false                     # true: earlier turns leave the context
         expect:
           called: [sql_exec]                   # tools that must have run and succeeded
+          called_any: [[memory_search, memory_read]]   # each group: one of them did
           not_called: [rag_ingest]             # tools that must not have been called at all
           recovered: [sql_exec]                # failed in this turn, and its last call succeeded
           answer_contains: ["84.5"]            # facts (from the user, a store or the runtime)
@@ -87,6 +89,7 @@ class MemoryExpect:
 @dataclass(slots=True)
 class Expect:
     called: list[str] = field(default_factory=list)
+    called_any: list[list[str]] = field(default_factory=list)    # each group: one of them succeeded
     not_called: list[str] = field(default_factory=list)
     recovered: list[str] = field(default_factory=list)
     answer_contains: list[str] = field(default_factory=list)
@@ -138,6 +141,7 @@ class Suite:
     turns: list[TurnSpec]
     description: str = ""
     agent: dict = field(default_factory=dict)
+    tools: list[str] | None = None  # offered in every turn that names none; None: every tool
     faults: list[Fault] = field(default_factory=list)
     reset: Reset = field(default_factory=Reset)
     path: Path | None = None

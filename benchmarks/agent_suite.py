@@ -83,6 +83,11 @@ def record(result: dict) -> dict:
             "duration_s": result["duration_s"]}
 
 
+def short(model: str) -> str:
+    """A model's name for labels and folders: a GGUF path's file name, else the name as given."""
+    return Path(model).stem if model.endswith(".gguf") else model
+
+
 def key(r: dict) -> tuple:
     return r["suite"], r["model"], r["backend"], r.get("adapter"), r["commit"]
 
@@ -98,7 +103,7 @@ def run_model(model: str, args, data: dict, save) -> None:
     todo = [s for s in args.suites if not (args.resume and done(s))]
     if not todo:
         return
-    home = args.home / Path(model).stem / args.backend
+    home = args.home / short(model) / args.backend
     shutil.rmtree(home, ignore_errors=True)
     env = {"OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
     settings = Settings(home=home, model=str(catalog.resolve(model, args.models_home)), backend=args.backend,
@@ -146,7 +151,7 @@ def plot(records: list[dict], path: Path) -> None:
         ys = [j + i * height for j in range(len(suites))]
         cells = [latest.get((s, model, backend, adapter)) for s in suites]
         rates = [c["pass_rate"] if c else 0.0 for c in cells]
-        label = f"{Path(model).stem} {backend}" + (f" + {adapter}" if adapter else "")
+        label = f"{short(model)} {backend}" + (f" + {adapter}" if adapter else "")
         ax.barh(ys, rates, height=height, label=label)
         for y, c in zip(ys, cells):
             if c:
@@ -199,7 +204,7 @@ def main(argv=None) -> int:
         run_model(model, args, data, save)
     for r in newest(data["records"]).values():
         turns = ", ".join(f"{k} {v['pass_rate']:.0%}" for k, v in r["turns"].items())
-        print(f"{Path(r['model']).stem:<20} {r['backend']:<4} {r['suite']:<16} {r['passed']}/{r['runs']} "
+        print(f"{short(r['model']):<20} {r['backend']:<4} {r['suite']:<16} {r['passed']}/{r['runs']} "
               f"({r['pass_rate']:.0%}) {r['mean_steps_per_turn']:.1f} steps/turn  [{turns}]")
     return 0
 

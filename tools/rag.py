@@ -72,6 +72,13 @@ def register(registry: Registry) -> None:
         Args:
             collection: the index to list
         """
-        docs = ctx.worker("GET", "/v1/rag/documents", params={"collection": ctx.scoped(collection)})["documents"]
+        try:
+            docs = ctx.worker("GET", "/v1/rag/documents", params={"collection": ctx.scoped(collection)})["documents"]
+        except ToolError as e:
+            if e.status != 404:
+                raise
+            # As for a search: nothing stored yet (and the worker's list of the collections
+            # that do exist would name other namespaces').
+            docs = []
         return {"collection": collection, "documents": [
             {k: d.get(k) for k in ("source", "doc_id", "kind", "chunks", "pages")} for d in docs]}

@@ -69,18 +69,20 @@ class GoldModel:
         results = [_content(m) for m in messages[start + 1:] if m["role"] == "tool"]
         failed = sum('"ok": false' in r or any(e in r for e in errors) for r in results)
         gold = [(g.name, fill_all(g.arguments, fill)) for g in spec.gold]
-        if self.spoil:
-            gold = gold[:-1] if gold else [self._unwanted(spec, body)]
-        done = len(results) - failed
         offered = {t["function"]["name"]: t["function"] for t in body.get("tools") or []}
+        if self.spoil and not gold and not results and offered:
+            name, arguments = self._unwanted(spec, offered)
+            return call(name, **arguments)
+        gold = gold[:-1] if self.spoil else gold
+        done = len(results) - failed
         if done < len(gold) and gold[done][0] in offered:
             return call(gold[done][0], **gold[done][1])
         return self._answer(spec, fill, results, offered)
 
-    def _unwanted(self, spec, body: dict) -> tuple[str, dict]:
-        offered = {t["function"]["name"]: t["function"]["parameters"] for t in body.get("tools") or []}
+    def _unwanted(self, spec, offered: dict) -> tuple[str, dict]:
+        """A call of the first tool the turn must not call, with every required argument "x"."""
         name = next(n for n in spec.expect.not_called if n in offered)
-        return name, {p: "x" for p in offered[name].get("required", [])}
+        return name, {p: "x" for p in offered[name]["parameters"].get("required", [])}
 
     def _answer(self, spec, fill, results: list[str], offered: dict) -> dict:
         if self.spoil and not spec.gold:
@@ -124,10 +126,12 @@ def failures(result: dict) -> dict[str, list[str]]:
 @pytest.mark.parametrize("name", SUITES)
 def test_the_gold_calls_pass_every_turn_and_spoiled_work_fails_every_turn(play, name):
     suite = load(name)
-    assert all(t.expect.called or t.expect.not_called or t.expect.recovered for t in suite.turns)
+    assert all(t.expect.called or t.expect.called_any or t.expect.not_called or t.expect.recovered
+               for t in suite.turns)
     good = play(suite, [0])
     assert good["summary"]["pass_rate"] == 1.0, failures(good)
     bad = play(suite, [0], spoil=True)
+    assert "error" not in bad["runs"][0], bad["runs"][0].get("error")      # spoiled by the model, not a crash
     passed = [t["name"] for t in bad["runs"][0]["turns"] if t["passed"]]
     assert not passed, f"these turns pass with their work spoiled: {passed}"
 
@@ -144,7 +148,7 @@ def test_the_library_is_worded_as_users_word_it():
         for t in s.turns:
             assert not any(w in t.user.upper() for w in ("INSERT", "SELECT", "CREATE TABLE")), (s.name, t.name)
             needed = {g.name for g in t.gold}
-            offered = {t["function"]["name"] for t in runner_offered(registry, t.tools)}
+            offered = {t["function"]["name"] for t in runner_offered(registry, s.tools if t.tools is None else t.tools)}
             assert offered - needed, f"{s.name}.{t.name} offers only what it needs"
     turns = [t for s in natural for t in s.turns]
     assert any(not t.gold and t.expect.not_called for t in turns)           # no tool needed
@@ -210,3 +214,4 @@ def test_a_namespaced_registry_shows_the_model_only_its_own_names(worker):
     other = build_registry(ToolContext(worker_url=url, namespace="s8"))
     assert other.call("rag_search", {"query": "prime"})["data"]["hits"] == []
     assert other.call("memory_read", {})["data"]["notes"] == []
+    assert other.call("rag_documents", {})["data"]["documents"] == []       # not s7's collection's name
