@@ -1,4 +1,4 @@
-"""The CUDA kernels on the CPU, through runtime/backends/cuda/emulator: CI has no GPU, so this
+"""The CUDA kernels on the CPU, through dev/cuda/emulator: CI has no GPU, so this
 is where indexing, block formats, barriers, split-K, sampling and the graph/arena glue of the
 CUDA backend are checked against the CPU reference on every change (timing and races need a GPU:
 tests/runtime/test_cuda_engine.py, `pytest -m gpu`)."""
@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as Q
 
-from runtime.backends.cuda import CUDAOps, check
-from runtime.backends.cuda import emulator
+from runtime.backends.cuda import CUDAOps
+from dev.cuda import check
+from dev.cuda import emulator
 from runtime.backends.cuda.graphs import Arena
 from runtime.config import EngineConfig
 from runtime.engine.llm_engine import LLMEngine

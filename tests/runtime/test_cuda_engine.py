@@ -113,7 +113,7 @@ def test_overlapped_steps_match_the_synchronous_engine(tiny_gguf, tokenizer_cach
 
 
 def test_sampler_matches_cpu_sampler():
-    from runtime.backends.cuda.check import check_sampling
+    from dev.cuda.check import check_sampling
     ops = make_ops()
     for seed in range(5):
         for r in check_sampling(ops, np.random.default_rng(seed), V=151936 if seed == 0 else 4000):
@@ -121,7 +121,7 @@ def test_sampler_matches_cpu_sampler():
 
 
 def test_kernel_checks():
-    from runtime.backends.cuda.check import run_checks
+    from dev.cuda.check import run_checks
     bad = [r for r in run_checks(make_ops()) if not r.ok]
     assert not bad, bad[:5]
 

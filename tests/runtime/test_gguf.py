@@ -9,7 +9,7 @@ from gguf import GGUFWriter
 from runtime.config import EngineConfig
 from runtime.engine.llm_engine import LLMEngine
 from runtime.gguf import ModelLoadError, load_gguf
-from runtime.synthetic import Shape, write_random_gguf
+from dev.synthetic import Shape, write_random_gguf
 
 
 def test_spec_from_metadata(tiny_gguf):

@@ -17,7 +17,7 @@ from runtime.engine.llm_engine import LLMEngine
 from runtime.gguf import ModelLoadError
 from runtime.server.app import create_app
 from runtime.server.config import ServerConfig
-from runtime.synthetic import Shape
+from dev.synthetic import Shape
 
 TRAINED = 32
 

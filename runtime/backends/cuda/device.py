@@ -1,5 +1,5 @@
 """The little the CUDA backend needs from CuPy, behind one object, so the same ops also run
-on the kernel emulator (emulator/, numpy arrays) in tests without a GPU.
+on the kernel emulator (dev/cuda/emulator, numpy arrays) in tests without a GPU.
 
 A `Device` owns one non-blocking stream (CUDA graphs cannot capture the legacy default
 stream), compiles kernels/<name>.cu with NVRTC once per set of defines (CuPy caches the

@@ -1,4 +1,4 @@
-"""python -m runtime.backends.cuda.check [--emulator] [--no-timing]
+"""python -m dev.cuda.check [--emulator] [--no-timing]   (from the repository root)
 
 Checks every kernel, through the op that launches it, against the CPU reference (cpu.py on
 gguf-dequantized weights) on fresh random inputs of several shapes, every output buffer
@@ -28,7 +28,7 @@ from runtime.backends.cuda.weights import QuantLinear
 from runtime.gguf import GGUFTensor
 from runtime.models.rope import rope_tables
 from runtime.sampling import SamplingBatch, SamplingParams
-from runtime.synthetic import random_kquant
+from dev.synthetic import random_kquant
 
 QTYPES = [Q.F32, Q.F16, Q.BF16, Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q8_0, Q.Q4_K, Q.Q5_K, Q.Q6_K]
 
@@ -497,7 +497,7 @@ def main() -> None:
     ap.add_argument("--no-timing", action="store_true")
     args = ap.parse_args()
     if args.emulator:
-        from runtime.backends.cuda.emulator import EmuDevice
+        from dev.cuda.emulator import EmuDevice
         ops = CUDAOps(device=EmuDevice())
     else:
         ops = CUDAOps()
@@ -508,7 +508,7 @@ def main() -> None:
     print(f"{len(results) - len(bad)}/{len(results)} kernel checks passed "
           f"(worst relative error {max(r.err / r.tol for r in results if r.tol) :.2f} of tolerance)")
     if not args.emulator and not args.no_timing:
-        from runtime.backends.cuda.timing import report
+        from dev.cuda.timing import report
         report(CUDAOps())
     sys.exit(1 if bad else 0)
 

@@ -17,7 +17,7 @@ from runtime.backends.cuda.device import CaptureError
 from runtime.backends.cuda.graphs import Arena
 from runtime.backends.cuda.linear import Normed
 from runtime.gguf import GGUFTensor
-from runtime.synthetic import random_kquant
+from dev.synthetic import random_kquant
 
 L2_BYTES = 50 << 20
 
