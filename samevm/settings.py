@@ -7,6 +7,7 @@ from pathlib import Path
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from runtime.catalog import DEFAULT_MODEL
+from runtime.config import CudaOptions
 
 
 class Settings(BaseSettings):
@@ -21,6 +22,11 @@ class Settings(BaseSettings):
     worker_port: int = 8082
     mcp_port: int = 8083                 # `samevm mcp --http` and `samevm up --mcp`
     api_key: str | None = None
+    cuda: str = ""                       # CUDA backend options, NAME=VALUE,... (runtime/config.py CudaOptions)
+
+    def cuda_options(self, extra: list[str] | None = None) -> CudaOptions:
+        """The settings' CUDA options, then `extra` (NAME=VALUE each, the CLI's) over them."""
+        return CudaOptions.parse([kv for kv in self.cuda.split(",") if kv.strip()] + list(extra or []))
 
     @property
     def tokenizer_cache(self) -> Path:

@@ -50,7 +50,7 @@ def test_linear_formats(ops):
     q8 = [r.name for r in results if "matvec_q8" in r.name]
     assert all(any(f"linear {q.name} K=" in n and "T=1 matvec_q8" in n for n in q8) for q in (Q.Q4_K, Q.Q6_K, Q.Q8_0)), q8[:5]
     assert all(any(f"T=1 split={s}" in n for n in q8) for s in (1, 2, 4)), q8[:5]
-    assert any("T=1 matvec_q8 plain x" in n for n in q8) and any("gate/up" in n and "split=1 norm" in n for n in q8), q8
+    assert any("gate/up" in n and "split=1 norm" in n for n in q8), q8
     assert any(dict(key[1]).get("Q8X") == 1 for key in ops.dev._modules if key[0] == "matvec")
     # one token with the weight staged in shared memory (matvec_t1_stage): int8 and f32 dots,
     # norm-fused, plain and gate/up, every format, and blocks of more teams than warps
