@@ -25,7 +25,7 @@ STEPS = 64
 
 
 def cpu_engine(path, tokenizer_cache):
-    return LLMEngine(EngineConfig(model=path, backend="cpu", kv_cache_mb=32, tokenizer_cache=tokenizer_cache))
+    return LLMEngine.from_gguf(EngineConfig(model=path, backend="cpu", kv_cache_mb=32, tokenizer_cache=tokenizer_cache))
 
 
 def make_ops(**kw):
@@ -35,8 +35,8 @@ def make_ops(**kw):
 
 def cuda_engine(path, tokenizer_cache, ops_kw=None, **kw):
     kw.setdefault("kv_cache_mb", 32)
-    return LLMEngine(EngineConfig(model=path, backend="cuda", tokenizer_cache=tokenizer_cache, **kw),
-                     ops=make_ops(**(ops_kw or {})))
+    return LLMEngine.from_gguf(EngineConfig(model=path, backend="cuda", tokenizer_cache=tokenizer_cache, **kw),
+                               ops=make_ops(**(ops_kw or {})))
 
 
 EXACT = {"kv_dtype": "float32", "gemm_dtype": "float32"}

@@ -23,8 +23,8 @@ TRAINED = 32
 
 
 def engine(path: str, tokenizer_cache: str, max_model_len: int) -> LLMEngine:
-    return LLMEngine(EngineConfig(model=path, backend="cpu", kv_cache_mb=16, max_model_len=max_model_len,
-                                  tokenizer_cache=tokenizer_cache))
+    return LLMEngine.from_gguf(EngineConfig(model=path, backend="cpu", kv_cache_mb=16, max_model_len=max_model_len,
+                                            tokenizer_cache=tokenizer_cache))
 
 
 def hf_logits(path: str, ids: list[int], rope: dict | None) -> np.ndarray:

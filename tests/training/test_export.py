@@ -22,7 +22,7 @@ TOLERANCE = {"f16": 5e-3, "q8_0": 5e-2}           # max |error| / max |logit|
 
 
 def engine_logits(path, ids) -> np.ndarray:
-    engine = LLMEngine(EngineConfig(model=str(path), backend="cpu", kv_cache_mb=16))
+    engine = LLMEngine.from_gguf(EngineConfig(model=str(path), backend="cpu", kv_cache_mb=16))
     return engine.prompt_logits(ids)
 
 
