@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from httpkit.client import client
 from agents.steps import Turn
 from agents.text import missing, normalise
 from agents.suite import Expect
@@ -32,8 +33,7 @@ class Probe:
     the tool registry by direct dispatch."""
 
     def __init__(self, worker_url: str, tools: Tools, api_key: str | None = None, timeout: float = 120.0):
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.http = httpx.Client(base_url=worker_url.rstrip("/"), headers=headers, timeout=timeout)
+        self.http = client(worker_url, api_key, timeout)
         self.tools = tools
 
     def post(self, path: str, body: dict) -> httpx.Response:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import httpx
 
+from httpkit.client import client
+
 
 class ToolError(Exception):
     """A failure to report to the model as an observation."""
@@ -39,8 +41,7 @@ class ToolContext:
     @property
     def client(self) -> httpx.Client:
         if self._client is None:
-            headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-            self._client = httpx.Client(timeout=self.timeout, headers=headers)
+            self._client = client(api_key=self.api_key, timeout=self.timeout)
         return self._client
 
     def send(self, method: str, url: str, **kwargs) -> httpx.Response:
