@@ -21,9 +21,9 @@ class CudaOptions:
     max_prefill_graph: int = 128       # one-sequence prefills up to this many tokens replay a graph (0: none)
     pdl: bool = True                   # kernels of a captured step may overlap (programmatic dependent launch, Hopper+)
     stage_weights: bool = True         # one-token matvecs copy a weight that fits into shared memory first (needs pdl)
-    matvec_unroll: int = 2             # 16-byte chunks of each row a lane of matvec.cu loads before decoding (one token)
+    matvec_unroll: int = 2             # 16-byte chunks of a row a lane of matvec.cu loads before decoding (one token)
     matvec_split: int | None = None    # warps sharing a row team, forced (None: linear.mv_split chooses)
-    norm_once_rows: int = 65536        # from this many outputs an f32-dot norm-fused matvec norms x once first (lm_head)
+    norm_once_rows: int = 65536        # from this many outputs an f32-dot norm-fused matvec norms x first (lm_head)
     attention_tc: bool = True          # tensor-core attention kernels for an f16 cache
     decode_tc_max_seqs: int = 16       # sequences a decode step up to which attention_decode_tc.cu runs
     min_split_positions: int = 48      # positions a split of flash-decoding takes at least

@@ -155,13 +155,8 @@ def check_linear(ops: CUDAOps, rng, qtypes=QTYPES) -> list[Result]:
                     out.append(Result(f"linear {qtype.name} K={K} T={T} {kind_gu} silu(gate)*up",
                                       rel_err(dev.to_host(y), ref_gu), TOL[kind_gu]))
     tall = random_tensor("tall", Q.Q6_K, 9001, 256, rng)     # more row groups than the grid: blocks loop
-    a = rng.standard_normal((2, 256)).astype(np.float32)
-    ops._loaded.clear()
-    wq = ops.linear_weight([tall])
-    y = ops.linear(Normed(dev.upload(a), None, dev.upload(np.ones(256, np.float32)), 1e-6, None), wq)
-    ref = cpu.linear(cpu.rms_norm(torch.from_numpy(a), torch.ones(256), 1e-6)[0], dequant(tall)).numpy()
-    out.append(Result(f"linear Q6_K 9001x256 norm {path(ops, 2, w=wq)} (blocks loop over row groups)",
-                      rel_err(dev.to_host(y), ref), TOL[path(ops, 2, w=wq)]))
+    result, a, wq = check_normed(ops, tall, 2, rng, "linear Q6_K 9001x256", "blocks loop over row groups")
+    out.append(result)
     # One plain token row: the f32 dot in a block a row group; then staged (int8 x), 35 teams a block.
     for stage in (False, True):
         with options(ops, stage_weights=stage):
@@ -173,13 +168,8 @@ def check_linear(ops: CUDAOps, rng, qtypes=QTYPES) -> list[Result]:
     # 6 rows of a 1536-wide norm: exactly 48 KiB of dynamic shared memory next to the kernel's
     # static arrays, which needs the launch attribute raised (the 1.5B's lm_head failed here).
     wide = random_tensor("wide", Q.Q8_0, 40, 1536, rng)
-    a = rng.standard_normal((6, 1536)).astype(np.float32)
-    ops._loaded.clear()
-    wq = ops.linear_weight([wide])
-    y = ops.linear(Normed(dev.upload(a), None, dev.upload(np.ones(1536, np.float32)), 1e-6, None), wq)
-    ref = cpu.linear(cpu.rms_norm(torch.from_numpy(a), torch.ones(1536), 1e-6)[0], dequant(wide)).numpy()
-    out.append(Result(f"linear Q8_0 K=1536 T=6 norm {path(ops, 6, w=wq)} (48 KiB dynamic shared memory)",
-                      rel_err(dev.to_host(y), ref), TOL[path(ops, 6, w=wq)]))
+    result, a, _ = check_normed(ops, wide, 6, rng, "linear Q8_0 K=1536 T=6", "48 KiB dynamic shared memory")
+    out.append(result)
     # A prefill chunk that ends no prompt asks the lm_head for zero rows.
     y = ops.linear(Normed(dev.upload(a[:0]), None, dev.upload(np.ones(1536, np.float32)), 1e-6, None), ops.linear_weight([wide]))
     out.append(Result("linear with 0 token rows: shape (0, 40)", 0.0 if tuple(y.shape) == (0, 40) else 1.0, 0.0))
@@ -204,6 +194,19 @@ def check_linear(ops: CUDAOps, rng, qtypes=QTYPES) -> list[Result]:
     out += check_matvec_splits(ops, rng)
     ops.gemm_dtype, ops.matmul_max_tokens = np.dtype(np.float16), keep
     return out
+
+
+def check_normed(ops: CUDAOps, t: GGUFTensor, T: int, rng, label: str, note: str):
+    """T random rows, normed (unit weight, no residual) into the linear of t, against the CPU
+    reference: (the Result, the rows, the uploaded weight)."""
+    cpu, dev, K = CPUOps(), ops.dev, t.shape[1]
+    a = rng.standard_normal((T, K)).astype(np.float32)
+    ops._loaded.clear()
+    wq = ops.linear_weight([t])
+    y = ops.linear(Normed(dev.upload(a), None, dev.upload(np.ones(K, np.float32)), 1e-6, None), wq)
+    ref = cpu.linear(cpu.rms_norm(torch.from_numpy(a), torch.ones(K), 1e-6)[0], dequant(t)).numpy()
+    kind = path(ops, T, w=wq)
+    return Result(f"{label} norm {kind} ({note})", rel_err(dev.to_host(y), ref), TOL[kind]), a, wq
 
 
 def check_matvec_splits(ops: CUDAOps, rng) -> list[Result]:

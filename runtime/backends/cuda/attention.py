@@ -81,7 +81,8 @@ def attention(ops, qkv, kv, layer: int, fb: CUDABatch, rope, p: AttentionParams)
     q = ops.alloc((T, Hq * D), np.float32)
     mods["rope_kv"].rope_kv((T,), (128,), (
         qkv, np.int32(Hq), np.int32(Hkv), fb.positions, fb.slots, *common, q, k_cache, v_cache))
-    assert ops.tile_queries == tile_queries(ops.options, ops.kv_ctype, D, Hq // Hkv), "prefill tiles packed for another kernel"
+    assert ops.tile_queries == tile_queries(ops.options, ops.kv_ctype, D, Hq // Hkv), \
+        "prefill tiles packed for another kernel"
     name = prefill_kernel(ops.options, ops.kv_ctype, D)
     getattr(mods[name], name)((fb.num_tiles, Hkv), (128,), (
         q, np.int32(Hq), np.int32(Hkv), fb.tiles, fb.tables, fb.stride, np.int32(fb.host.block_size),

@@ -3,16 +3,17 @@
 Up to `matvec_max_tokens` rows, a matvec kernel reads each weight byte once per 8 tokens, with
 the residual add + RMSNorm of a `Normed` input fused into its prologue and SiLU(gate) * up into
 its epilogue; graph-capturable. At one token a weight whose rows fit half of each SM's shared
-memory is copied there before the kernel's PDL wait (matvec_t1_stage: see stage_plan). With f16
-gemm_dtype (the default) Q4_K, Q6_K and Q8_0 weights go through matvec_tc.cu (f16 decode into tensor-core products, f32 sums: the precision of the
-paths beyond it) from 2 tokens, and at 1 token matvec.cu dots a norm-fused input (qkv,
-gate/up, the lm_head) rounded to int8 in blocks of 16 with any quantized format (__dp4a, as
-llama.cpp's MMVQ); otherwise, and with f32 gemm_dtype, matvec.cu is exact in f32. Up to
-`matmul_max_tokens` rows (f16 gemm_dtype), matmul.cu decodes the weight into shared memory and multiplies on the tensor
-cores, reading it once per 64 tokens. Beyond that, the weight is dequantized into a reused
-scratch buffer and multiplied by cuBLAS (f16 tensor cores with f32 accumulation, or f32), with
-the norm and SiLU as separate kernels. The choices follow `ops.options` (config.CudaOptions);
-the measurements behind the constants below are in benchmarks/NOTES-cuda.md.
+memory is copied there before the kernel's PDL wait (matvec_t1_stage: see stage_plan). With
+f16 gemm_dtype (the default) Q4_K, Q6_K and Q8_0 weights go through matvec_tc.cu (f16 decode
+into tensor-core products, f32 sums: the precision of the paths beyond it) from 2 tokens, and
+at 1 token matvec.cu dots a norm-fused input (qkv, gate/up, the lm_head) rounded to int8 in
+blocks of 16 with any quantized format (__dp4a, as llama.cpp's MMVQ); otherwise, and with f32
+gemm_dtype, matvec.cu is exact in f32. Up to `matmul_max_tokens` rows (f16 gemm_dtype),
+matmul.cu decodes the weight into shared memory and multiplies on the tensor cores, reading it
+once per 64 tokens. Beyond that, the weight is dequantized into a reused scratch buffer and
+multiplied by cuBLAS (f16 tensor cores with f32 accumulation, or f32), with the norm and SiLU
+as separate kernels. The choices follow `ops.options` (config.CudaOptions); the measurements
+behind the constants below are in benchmarks/NOTES-cuda.md.
 """
 from __future__ import annotations
 
@@ -229,7 +230,8 @@ def matvec_staged(ops, x, w: QuantLinear, bias, mode: int, n_out: int):
         inputs = (None, x.a, x.b, x.weight, np.float32(x.eps), x.sum_out if x.b is not None else None)
     else:
         inputs = (x, None, None, None, np.float32(0), None)
-    kernel = ops.dev.kernels("matvec", QTYPES=qtype_mask(w), MV_UNROLL=ops.options.matvec_unroll, Q8X=int(q8)).matvec_t1_stage
+    module = ops.dev.kernels("matvec", QTYPES=qtype_mask(w), MV_UNROLL=ops.options.matvec_unroll, Q8X=int(q8))
+    kernel = module.matvec_t1_stage
     kernel.prefer_shared()
     kernel((grid,), (32 * STAGE_WARPS,), (
         w.table, np.int32(len(w.segments)), np.int32(w.cols), np.int32(n_out), np.int32(mode), np.int32(tpb),

@@ -88,7 +88,8 @@ class CUDAOps:
         (attention_decode's per-head arrays are sized by its next power of two)."""
         defines = {"HEAD_DIM": head_dim, "KV_T": self.kv_ctype}
         opts = self.options
-        mods = {f: self.dev.kernels(f, **defines) for f in (attn.prefill_kernel(opts, self.kv_ctype, head_dim), "rope_kv")}
+        prefill = attn.prefill_kernel(opts, self.kv_ctype, head_dim)
+        mods = {f: self.dev.kernels(f, **defines) for f in (prefill, "rope_kv")}
         decode = attn.decode_kernel(opts, self.kv_ctype, head_dim, seqs)
         mods[decode] = self.dev.kernels(decode, MAX_GROUP=1 << (group - 1).bit_length(),
                                         MIN_SPLIT_POSITIONS=opts.min_split_positions, **defines)
@@ -114,7 +115,8 @@ class CUDAOps:
 
     def kv_cache(self, n_layers, num_blocks, block_size, n_kv_heads, head_dim, n_heads):
         self.dev.use()
-        for seqs in (1, self.options.decode_tc_max_seqs + 1):      # compile (or load from CuPy's cache) now, not mid-request
+        # compile (or load from CuPy's cache) now, not mid-request
+        for seqs in (1, self.options.decode_tc_max_seqs + 1):
             self.attention_kernels(head_dim, n_heads // n_kv_heads, seqs)
         self.trash_block = num_blocks
         self.tile_queries = attn.tile_queries(self.options, self.kv_ctype, head_dim, n_heads // n_kv_heads)
