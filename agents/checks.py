@@ -18,6 +18,7 @@ from agents.loop import Tools
 from agents.steps import Turn
 from agents.suite import Expect, RagExpect, SqlExpect
 from agents.text import missing, normalise
+from httpkit.client import client
 from tools.context import NAMESPACE_SEP
 
 MEMORY_DB = "memory"   # the memory tool's database: its notes are not the rows a sql check means
@@ -41,8 +42,7 @@ class Probe:
     def __init__(self, worker_url: str, tools: Tools, api_key: str | None = None, timeout: float = 120.0,
                  namespace: str = ""):
         self.worker_url, self.api_key, self.timeout = worker_url, api_key, timeout
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.http = httpx.Client(base_url=worker_url.rstrip("/"), headers=headers, timeout=timeout)
+        self.http = client(worker_url, api_key, timeout)
         self.tools, self.namespace = tools, namespace
         self.prefix = namespace + NAMESPACE_SEP if namespace else ""
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from httpkit.client import client
+
 
 class ModelError(RuntimeError):
     """The runtime could not answer (down, overloaded, or refused the request)."""
@@ -61,8 +63,7 @@ class ChatModel:
 
     def __init__(self, base_url: str, model: str | None = None, api_key: str | None = None,
                  timeout: float = 600.0):
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.http = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout)
+        self.http = client(base_url, api_key, timeout)
         self._model = model
 
     @property

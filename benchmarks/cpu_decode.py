@@ -33,8 +33,8 @@ PROMPT = [{"role": "user", "content": "Write a Python function that checks wheth
 def samevm_runs(path: Path, ids: list[int], new_tokens: int, reps: int, dtype: str, tok_cache: str) -> list[dict]:
     """Load once, then `reps` timed generations (each without prefix-cache help)."""
     t0 = time.perf_counter()
-    engine = LLMEngine(EngineConfig(model=str(path), backend="cpu", cpu_dtype=dtype, kv_cache_mb=256,
-                                    tokenizer_cache=tok_cache))
+    engine = LLMEngine.from_gguf(EngineConfig(model=str(path), backend="cpu", cpu_dtype=dtype, kv_cache_mb=256,
+                                              tokenizer_cache=tok_cache))
     load = time.perf_counter() - t0
     params = SamplingParams(max_tokens=new_tokens, temperature=0, ignore_eos=True)
     engine.generate([ids], SamplingParams(max_tokens=4, temperature=0))       # warm-up
@@ -99,7 +99,7 @@ def main() -> None:
     args = ap.parse_args()
     path = catalog.resolve(args.model, args.home)
     tok_cache = str(Path(args.home) / "cache" / "tokenizers")
-    probe = LLMEngine(EngineConfig(model=str(path), backend="cpu", kv_cache_mb=16, tokenizer_cache=tok_cache))
+    probe = LLMEngine.from_gguf(EngineConfig(model=str(path), backend="cpu", kv_cache_mb=16, tokenizer_cache=tok_cache))
     ids = probe.tokenizer.encode(probe.tokenizer.render_chat(PROMPT))
     del probe
 

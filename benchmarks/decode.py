@@ -3,7 +3,7 @@ identical random weights in the Qwen3-0.6B and Qwen3-1.7B shapes, in one run.
 
     python benchmarks/decode.py --llama-bin DIR --models DIR [--shapes 0.6B,1.7B] [--skip transformers]
 
-One F16 GGUF per shape (runtime.synthetic: tied embeddings, the full 151,936-token vocab),
+One F16 GGUF per shape (dev.synthetic: tied embeddings, the full 151,936-token vocab),
 quantized to Q8_0 and Q4_K_M by llama-quantize; samevm and llama.cpp read the quantized
 files, transformers (no GGUF kernels) the F16 one in bf16, so all read the same numbers.
 Reported: decode tok/s at batch 1, 16, 64 (128-token prompts, 256 new tokens, aggregate,
@@ -38,7 +38,7 @@ WEIGHTS = ("Q4_K_M", "Q8_0")
 def prepare_models(models: Path, llama_bin: Path, shapes) -> dict:
     from gguf import GGMLQuantizationType as Q
 
-    from runtime.synthetic import QWEN3_0_6B, QWEN3_1_7B, write_random_gguf
+    from dev.synthetic import QWEN3_0_6B, QWEN3_1_7B, write_random_gguf
     models.mkdir(parents=True, exist_ok=True)
     paths = {}
     for shape in shapes:
@@ -98,7 +98,7 @@ def main() -> None:
     shapes, skip = args.shapes.split(","), set(args.skip.split(","))
     batches, prefill_lens = [int(b) for b in args.batches.split(",")], [int(n) for n in args.prefill.split(",")]
     from runtime.backends.cuda.device import CupyDevice
-    from runtime.backends.cuda.timing import copy_bandwidth
+    from dev.cuda.timing import copy_bandwidth
 
     env, records = environment(), []
     paths = prepare_models(args.models, args.llama_bin, shapes)
@@ -168,7 +168,7 @@ def main() -> None:
 
     if "kernels" not in skip:
         from runtime.backends.cuda import CUDAOps
-        from runtime.backends.cuda.timing import report
+        from dev.cuda.timing import report
         kernels = report(CUDAOps())
         (RESULTS / "decode_kernels.json").write_text(json.dumps({"copy_GBps": bw / 1e9, "kernels": kernels, **env},
                                                                 indent=1))

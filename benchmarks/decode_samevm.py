@@ -24,7 +24,7 @@ PARITY_PROMPT, PARITY_TOKENS = 32, 8
 
 
 def engine(path: Path, tok_cache: str, backend: str = "cuda", **kw) -> LLMEngine:
-    return LLMEngine(EngineConfig(model=str(path), backend=backend, tokenizer_cache=tok_cache, **kw))
+    return LLMEngine.from_gguf(EngineConfig(model=str(path), backend=backend, tokenizer_cache=tok_cache, **kw))
 
 
 def prompts(rng, vocab: int, b: int, n: int) -> list[list[int]]:

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
+from httpkit.client import client
 from rag.errors import UpstreamError
 
 SYSTEM = ("You judge search results. Answer with one word: yes if the document helps "
@@ -39,8 +40,7 @@ class LlmReranker:
                  parallel: int = 8):
         self.base_url, self.model = base_url.rstrip("/"), model
         self.top_logprobs, self.max_doc_chars, self.parallel = top_logprobs, max_doc_chars, parallel
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.client = httpx.Client(timeout=timeout, headers=headers)
+        self.client = client(api_key=api_key, timeout=timeout)
 
     def _request(self, query: str, document: str) -> dict:
         user = f"Query: {query}\n\nDocument: {document[:self.max_doc_chars]}\n\nDoes the document help answer the query?"

@@ -7,9 +7,11 @@ from dataclasses import dataclass
 
 import httpx
 
+from httpkit.client import auth_headers
+
 
 @dataclass(frozen=True, slots=True)
-class Probe:
+class Health:
     up: bool            # something answers HTTP at the address
     ready: bool         # the service says it can serve
     detail: str         # "ok", the service's own message while it loads, or why it is down
@@ -25,34 +27,33 @@ def _message(r: httpx.Response) -> str:
     return str(err.get("message") if isinstance(err, dict) else err or body)[:300]
 
 
-def probe_health(base_url: str, timeout: float = 2.0) -> Probe:
+def probe_health(base_url: str, timeout: float = 2.0) -> Health:
     """GET <base_url>/health: 200 is ready; the runtime answers 503 while its model loads."""
     try:
         r = httpx.get(base_url + "/health", timeout=timeout)
     except httpx.HTTPError as e:
-        return Probe(False, False, f"not answering ({type(e).__name__})")
+        return Health(False, False, f"not answering ({type(e).__name__})")
     if r.status_code == 200:
-        return Probe(True, True, "ok")
+        return Health(True, True, "ok")
     detail = _message(r)
-    return Probe(True, False, detail, failed="failed to load" in detail)
+    return Health(True, False, detail, failed="failed to load" in detail)
 
 
-def probe_mcp(url: str, timeout: float = 2.0) -> Probe:
+def probe_mcp(url: str, timeout: float = 2.0) -> Health:
     """An MCP streamable-HTTP endpoint is up when it answers HTTP at all (a bare GET without a
     session is refused with a 4xx by design)."""
     try:
         r = httpx.get(url, timeout=timeout, headers={"Accept": "text/event-stream"})
     except httpx.HTTPError as e:
-        return Probe(False, False, f"not answering ({type(e).__name__})")
+        return Health(False, False, f"not answering ({type(e).__name__})")
     ok = r.status_code < 500
-    return Probe(True, ok, "ok" if ok else f"HTTP {r.status_code}")
+    return Health(True, ok, "ok" if ok else f"HTTP {r.status_code}")
 
 
 def runtime_card(base_url: str, api_key: str | None = None, timeout: float = 2.0) -> dict | None:
     """The runtime's /v1/models card (model id, revision, backend, context length), or None."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        r = httpx.get(base_url + "/v1/models", timeout=timeout, headers=headers)
+        r = httpx.get(base_url + "/v1/models", timeout=timeout, headers=auth_headers(api_key))
         cards = r.json().get("data") if r.status_code == 200 else None
     except (httpx.HTTPError, ValueError):
         return None
@@ -61,9 +62,8 @@ def runtime_card(base_url: str, api_key: str | None = None, timeout: float = 2.0
 
 def worker_models(base_url: str, api_key: str | None = None, timeout: float = 2.0) -> list[dict] | None:
     """The worker's models from /v1/status (name, kind, loaded), or None."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        r = httpx.get(base_url + "/v1/status", timeout=timeout, headers=headers)
+        r = httpx.get(base_url + "/v1/status", timeout=timeout, headers=auth_headers(api_key))
         return r.json().get("models") if r.status_code == 200 else None
     except (httpx.HTTPError, ValueError):
         return None

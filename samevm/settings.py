@@ -8,6 +8,7 @@ from pydantic import model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from runtime.catalog import default_model
+from runtime.config import CudaOptions
 
 
 class Settings(BaseSettings):
@@ -22,6 +23,11 @@ class Settings(BaseSettings):
     worker_port: int = 8082
     mcp_port: int = 8083                 # `samevm mcp --http` and `samevm up --mcp`
     api_key: str | None = None
+    cuda: str = ""                       # CUDA backend options, NAME=VALUE,... (runtime/config.py CudaOptions)
+
+    def cuda_options(self, extra: list[str] | None = None) -> CudaOptions:
+        """The settings' CUDA options, then `extra` (NAME=VALUE each, the CLI's) over them."""
+        return CudaOptions.parse([kv for kv in self.cuda.split(",") if kv.strip()] + list(extra or []))
 
     @model_validator(mode="after")
     def _default_model(self) -> "Settings":

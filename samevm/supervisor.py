@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from samevm.probe import Probe, probe_health, probe_mcp
+from samevm.probe import Health, probe_health, probe_mcp
 from samevm.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ class Service:
     name: str
     argv: list[str]
     url: str
-    probe: Callable[[str], Probe]
+    probe: Callable[[str], Health]
     log_path: Path
     proc: subprocess.Popen | None = None
     external: bool = False          # attached to one already running: not ours to restart or stop

@@ -6,7 +6,7 @@ import os
 import pytest
 from gguf import GGMLQuantizationType as Q
 
-from runtime.synthetic import TINY_QWEN3, Shape, write_random_gguf
+from dev.synthetic import TINY_QWEN3, Shape, write_random_gguf
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import httpx
 
+from httpkit.client import client
+
 
 NAMESPACE_SEP = "__"
 
@@ -63,8 +65,7 @@ class ToolContext:
     @property
     def client(self) -> httpx.Client:
         if self._client is None:
-            headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-            self._client = httpx.Client(timeout=self.timeout, headers=headers)
+            self._client = client(api_key=self.api_key, timeout=self.timeout)
         return self._client
 
     def send(self, method: str, url: str, **kwargs) -> httpx.Response:

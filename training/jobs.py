@@ -26,7 +26,6 @@ from training.dataset import PreferencePair, dataset_hash, to_jsonl
 from training.files import append_jsonl, read_json, read_jsonl, write_json
 from training.pipeline import OrpoJob
 from training.promote import PromotionError, promote
-from training.revisions import RevisionStore
 from training.runner import API_KEY_ENV
 
 TERMINAL = ("succeeded", "failed", "cancelled")
@@ -142,7 +141,7 @@ class JobManager:
 
     def promote(self, job_id: str, runtime_url: str) -> dict:
         """Load a succeeded job's revision into the runtime (again, after a rollback, say) and
-        record what it now serves; PromotionError (the runtime's reason) leaves it serving
+        report what it now serves; PromotionError (the runtime's reason) leaves it serving
         what it served."""
         job = self._load(job_id)
         if job["state"] != "succeeded":
@@ -155,7 +154,6 @@ class JobManager:
             self._update_result(job_id, {"promotion_error": str(e)})
             self._event(job_id, "stage", stage="promotion_refused", error=str(e))
             raise
-        RevisionStore(self.revisions_dir).mark_served(served["served_revision"], served["previous_revision"])
         self._event(job_id, "stage", stage="promoted", **served)
         return {**self._update_result(job_id, {**served, "promotion_error": None}), "promotion": served}
 

@@ -101,8 +101,7 @@ def run(job: OrpoJob, pairs: list[PreferencePair], revisions: RevisionStore, emi
             # the revision stays on disk; the runtime keeps serving what it served
             result["promotion_error"] = str(e)
         else:
-            revisions.mark_served(served["served_revision"], served["previous_revision"])
-            revisions.prune()
+            revisions.prune({served["served_revision"], served["previous_revision"]})
             result.update(served)
     result["total_seconds"] = round(time.monotonic() - t0, 2)
     return result

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import httpx
 
+from httpkit.client import client
+
 RELOAD_TIMEOUT_S = 900.0      # a reload loads and smoke-tests a model: minutes for a large one on CPU
 
 
@@ -21,9 +23,8 @@ class PromotionError(RuntimeError):
 
 class RuntimeAdmin:
     def __init__(self, url: str, api_key: str | None = None, timeout: float = RELOAD_TIMEOUT_S):
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.url = url.rstrip("/")
-        self.http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+        self.http = client(self.url, api_key, timeout)
 
     def _call(self, method: str, path: str, **kw) -> dict:
         try:

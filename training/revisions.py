@@ -3,12 +3,12 @@
     <revision>/model.gguf       what the runtime loads
     <revision>/manifest.json    revision, base model and base revision, dataset hash,
                                 hyperparameters, metrics, job id, created
-    index.json                  which revision the runtime serves and which served before it
 
 A revision is built in a staging directory and renamed into place whole, so a directory
 that exists is complete. Its id ends with a digest of the GGUF (the runtime's
-system_fingerprint shows it). prune() never removes the served revision or the last known
-good one, so a runtime rollback always finds its file.
+system_fingerprint shows it). Which revision serves, and which served before it, is the
+runtime's registry's to say (runtime/server/revisions.py, `GET /admin/revisions`); prune()
+spares the revisions it is told the runtime still needs, so a rollback always finds its file.
 """
 from __future__ import annotations
 
@@ -27,7 +27,6 @@ class RevisionStore:
     def __init__(self, root: Path):
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
-        self.index_path = self.root / "index.json"
 
     # ---- building ---------------------------------------------------------------------
     def staging(self) -> Path:
@@ -63,24 +62,11 @@ class RevisionStore:
         found = [self.get(p.name) for p in sorted(self.root.iterdir()) if p.is_dir()]
         return sorted((m for m in found if m), key=lambda m: m["created_at"])
 
-    def index(self) -> dict:
-        if not self.index_path.exists():
-            return {"served": None, "last_known_good": None}
-        return read_json(self.index_path)
-
-    # ---- serving ----------------------------------------------------------------------
-    def mark_served(self, revision: str, previous: str | None) -> dict:
-        """Record that the runtime now serves `revision`, after `previous` (its last known good)."""
-        index = {"served": revision, "last_known_good": previous,
-                 "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        write_json(self.index_path, index)
-        return index
-
-    def prune(self, keep: int = 5) -> list[str]:
-        """Remove all but the newest `keep` revisions, sparing the served and last known good."""
+    # ---- pruning ----------------------------------------------------------------------
+    def prune(self, protected: set[str | None], keep: int = 5) -> list[str]:
+        """Remove all but the newest `keep` revisions, sparing `protected` (the runtime's served
+        and last known good revisions)."""
         assert keep >= 1
-        index = self.index()
-        protected = {index.get("served"), index.get("last_known_good")}
         revisions = [m["revision"] for m in self.list()]
         doomed = [r for r in revisions[:-keep] if r not in protected]
         for r in doomed:

@@ -13,29 +13,29 @@ import numpy as np
 import soundfile as sf
 from scipy.signal import resample_poly
 
-from worker.errors import ServiceError
+from httpkit.errors import APIError
 
 WHISPER_RATE = 16_000
 FORMATS = {"wav": "audio/wav", "flac": "audio/flac", "pcm": "audio/pcm"}
 
 
-def _not_audio(name: str, e: Exception) -> ServiceError:
-    return ServiceError(400, f"{name}: not audio that soundfile can read (WAV, FLAC, OGG, MP3 ...): {e}")
+def _not_audio(name: str, e: Exception) -> APIError:
+    return APIError(400, f"{name}: not audio that soundfile can read (WAV, FLAC, OGG, MP3 ...): {e}")
 
 
 def decode(data: bytes, name: str, max_seconds: float, rate: int = WHISPER_RATE) -> np.ndarray:
     """[n] float32 mono samples at `rate`."""
     if not data:
-        raise ServiceError(400, f"{name}: the file is empty")
+        raise APIError(400, f"{name}: the file is empty")
     try:
         info = sf.info(io.BytesIO(data))
     except (sf.LibsndfileError, RuntimeError, ValueError, TypeError, EOFError) as e:
         raise _not_audio(name, e) from e
     if info.samplerate <= 0 or info.frames <= 0:
-        raise ServiceError(400, f"{name}: the audio holds no samples")
+        raise APIError(400, f"{name}: the audio holds no samples")
     if info.frames / info.samplerate > max_seconds:
-        raise ServiceError(413, f"{name}: {info.frames / info.samplerate:.0f} s of audio is over "
-                                f"the {max_seconds:g} s limit", "payload_too_large")
+        raise APIError(413, f"{name}: {info.frames / info.samplerate:.0f} s of audio is over "
+                            f"the {max_seconds:g} s limit", code="payload_too_large")
     try:
         samples, sr = sf.read(io.BytesIO(data), dtype="float32", always_2d=True)
     except (sf.LibsndfileError, RuntimeError, ValueError, TypeError, EOFError) as e:

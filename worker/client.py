@@ -6,11 +6,12 @@ from pathlib import Path
 
 import httpx
 
+from httpkit.client import client
+
 
 class WorkerClient:
     def __init__(self, base_url: str, api_key: str | None = None, timeout: float = 600.0):
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.http = httpx.Client(base_url=base_url, headers=headers, timeout=timeout)
+        self.http = client(base_url, api_key, timeout)
 
     def up(self) -> bool:
         try:

@@ -8,6 +8,7 @@ from fastapi import Depends, Request
 from rag.embedding import Embedder
 from rag.index import RagIndex
 from rag.rerank import Rerankers
+from training.jobs import JobManager
 from worker.services import Services
 from worker.settings import WorkerSettings
 from worker.speech import Stt, Tts
@@ -35,3 +36,4 @@ EmbedderDep = Annotated[Embedder, _part("embedder")]
 RerankersDep = Annotated[Rerankers, _part("rerankers")]
 TtsDep = Annotated[Tts, _part("tts")]
 SttDep = Annotated[Stt, _part("stt")]
+JobsDep = Annotated[JobManager, _part("jobs")]

@@ -12,8 +12,8 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 
+from httpkit.errors import error_response
 from rag.embedding import Embedder
-from training.jobs import JobManager
 from worker import errors
 from worker.api.main import api_router
 from worker.services import Services
@@ -28,7 +28,7 @@ def create_app(settings: WorkerSettings | None = None, embedder: Embedder | None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        app.state.jobs = JobManager(settings.home / "training", settings.runtime_api_key)  # recovers jobs
+        services.jobs                   # recovers the jobs a previous worker left running
         yield
         services.close()
 
@@ -42,12 +42,12 @@ def create_app(settings: WorkerSettings | None = None, embedder: Embedder | None
         if settings.api_key and request.url.path not in OPEN_PATHS:
             given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
             if not secrets.compare_digest(given.encode(), settings.api_key.encode()):
-                return errors.error_response(401, "missing or wrong API key (Authorization: Bearer ...)",
-                                             "authentication_error")
+                return error_response(401, "missing or wrong API key (Authorization: Bearer ...)",
+                                      code="authentication_error")
         length = request.headers.get("content-length", "")
         if length.isdigit() and int(length) > settings.max_upload_bytes + (1 << 20):
-            return errors.error_response(413, f"the request body is {int(length)} bytes; the limit is "
-                                              f"{settings.max_upload_bytes}", "payload_too_large")
+            return error_response(413, f"the request body is {int(length)} bytes; the limit is "
+                                       f"{settings.max_upload_bytes}", code="payload_too_large")
         return await call_next(request)
 
     app.include_router(api_router)

@@ -1,8 +1,9 @@
 """The worker's services, built once from WorkerSettings and shared by all requests.
 
 The chroma store opens on first use (a Chroma server may not be up when the worker
-starts); models load on first use (rag.lazy.Lazy) and `models()` lists them for status
-and cache clearing.
+starts); the fine-tune job manager on first use or at the app's start (it recovers jobs a
+previous worker left running); models load on first use (rag.lazy.Lazy) and `models()`
+lists them for status and cache clearing.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from rag.lazy import Lazy
 from rag.rerank import Rerankers
 from rag.rerank_llm import LlmReranker
 from rag.store import ChromaStore
+from training.jobs import JobManager
 from worker import catalog
 from worker.settings import WorkerSettings
 from worker.speech import Stt, Tts
@@ -34,6 +36,8 @@ class Services:
         self.tts = Tts(s.tts_engine, s.home, s.tts_max_chars)
         self.stt = Stt(s.home, s.max_audio_seconds)
         self._rag_lock = threading.Lock()
+        self._jobs_lock = threading.Lock()
+        self._jobs: JobManager | None = None
 
     @cached_property
     def rag(self) -> RagIndex:
@@ -42,6 +46,13 @@ class Services:
             store = ChromaStore(ChromaEmbedding(self.embedder), path=None if s.chroma_url else s.chroma_dir,
                                 url=s.chroma_url)
             return RagIndex(store, self.embedder, self.rerankers, s.chunk_tokens, s.chunk_overlap)
+
+    @property
+    def jobs(self) -> JobManager:
+        with self._jobs_lock:
+            if self._jobs is None:
+                self._jobs = JobManager(self.settings.home / "training", self.settings.runtime_api_key)
+            return self._jobs
 
     def models(self) -> list[Lazy]:
         found = [self.embedder.model, self.tts.voice, self.stt.model]

@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
+from httpkit.errors import APIError
 from rag.lazy import Lazy
 from worker import audio, catalog
-from worker.errors import ServiceError
 
 VOICES = {"joe", "default", "alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx",
           "sage", "shimmer", "verse"}
@@ -49,18 +49,18 @@ class Tts:
 
     def synthesize(self, text: str, voice: str, speed: float, fmt: str) -> tuple[bytes, str]:
         if voice not in VOICES:
-            raise ServiceError(400, f"unsupported voice {voice!r}; use one of {', '.join(sorted(VOICES))}")
+            raise APIError(400, f"unsupported voice {voice!r}; use one of {', '.join(sorted(VOICES))}")
         if fmt not in audio.FORMATS:
-            raise ServiceError(400, f"unsupported response_format {fmt!r}; use one of {', '.join(audio.FORMATS)}")
+            raise APIError(400, f"unsupported response_format {fmt!r}; use one of {', '.join(audio.FORMATS)}")
         text = _CONTROL.sub(" ", text)     # espeak's phonemizer refuses NUL and chokes on controls
         if not text.strip():
-            raise ServiceError(400, "the input text is empty")
+            raise APIError(400, "the input text is empty")
         if len(text) > self.max_chars:
-            raise ServiceError(400, f"the input is {len(text)} characters; the limit is {self.max_chars}")
+            raise APIError(400, f"the input is {len(text)} characters; the limit is {self.max_chars}")
         with self._lock:
             samples, rate = self._piper(text, speed) if self.engine == "piper" else self._espeak(text, speed)
         if samples.size == 0:
-            raise ServiceError(400, "the input text produced no speech")
+            raise APIError(400, "the input text produced no speech")
         return audio.encode(samples, rate, fmt), audio.FORMATS[fmt]
 
     def _piper(self, text: str, speed: float) -> tuple[np.ndarray, int]:
@@ -74,12 +74,12 @@ class Tts:
     def _espeak(self, text: str, speed: float) -> tuple[np.ndarray, int]:
         exe = shutil.which("espeak-ng")
         if exe is None:
-            raise ServiceError(503, "no text-to-speech engine: install the speech extra (piper-tts) "
-                                    "or Debian's espeak-ng", "unavailable")
+            raise APIError(503, "no text-to-speech engine: install the speech extra (piper-tts) "
+                                "or Debian's espeak-ng", code="unavailable")
         out = subprocess.run([exe, "-v", "en-us", "-s", str(int(175 * speed)), "--stdout", "--", text],
                              capture_output=True, timeout=120)
         if out.returncode != 0:
-            raise ServiceError(400, f"espeak-ng failed: {out.stderr.decode(errors='replace')[:300]}")
+            raise APIError(400, f"espeak-ng failed: {out.stderr.decode(errors='replace')[:300]}")
         samples, rate = sf.read(io.BytesIO(out.stdout), dtype="float32")
         return samples, rate
 
@@ -100,7 +100,7 @@ class Stt:
                    temperature: float = 0.0, words: bool = False) -> dict:
         from faster_whisper.tokenizer import _LANGUAGE_CODES
         if language is not None and language not in _LANGUAGE_CODES:
-            raise ServiceError(400, f"unknown language {language!r}; use an ISO 639-1 code such as 'en'")
+            raise APIError(400, f"unknown language {language!r}; use an ISO 639-1 code such as 'en'")
         samples = audio.decode(data, name, self.max_seconds)
         with self._lock:
             segments, info = self.model.get().transcribe(

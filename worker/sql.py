@@ -7,7 +7,7 @@ connection, so the database itself refuses writes: SQLite opens the file with
 Results are cut at a row limit; a statement running past the time limit is interrupted
 (SQLite: a progress handler; PostgreSQL: statement_timeout). On SQLite, ATTACH and VACUUM
 INTO are denied so a statement cannot write outside the data directory. Database errors
-come back as ServiceError(400) with the database's own message.
+come back as APIError(400) with the database's own message.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from worker.errors import ServiceError
+from httpkit.errors import APIError
 
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$")
 Params = dict[str, Any] | list[dict[str, Any]] | None
@@ -65,7 +65,7 @@ class SqlService:
 
     def _engine(self, db: str, readonly: bool) -> Engine:
         if db not in self.urls and not _NAME.match(db):
-            raise ServiceError(400, f"database name {db!r}: use up to 64 letters, digits, '_' or '-'")
+            raise APIError(400, f"database name {db!r}: use up to 64 letters, digits, '_' or '-'")
         with self._lock:
             engine = self._engines.get((db, readonly))
             if engine is None:
@@ -78,7 +78,7 @@ class SqlService:
         path = self.sql_dir / f"{db}.db"
         if readonly:
             if not path.is_file():
-                raise ServiceError(404, f"unknown database {db!r} (an exec creates it)", "not_found_error")
+                raise APIError(404, f"unknown database {db!r} (an exec creates it)", code="not_found_error")
             engine = create_engine(f"sqlite:///file:{path}?mode=ro&uri=true", connect_args={"timeout": 5})
         else:
             self.sql_dir.mkdir(parents=True, exist_ok=True)
@@ -113,11 +113,11 @@ class SqlService:
 
     def _call(self, db: str, sql: str, params: Params, readonly: bool) -> dict:
         if not sql.strip():
-            raise ServiceError(400, "the SQL statement is empty")
+            raise APIError(400, "the SQL statement is empty")
         if readonly and isinstance(params, list):
-            raise ServiceError(400, "query takes one parameter set (a list is for exec)")
+            raise APIError(400, "query takes one parameter set (a list is for exec)")
         if params == []:
-            raise ServiceError(400, "params is an empty list: give one set per run, or none")
+            raise APIError(400, "params is an empty list: give one set per run, or none")
         engine = self._engine(db, readonly)
         try:
             with engine.begin() as conn:
@@ -127,9 +127,9 @@ class SqlService:
             message = str(orig) if orig is not None else str(e).split("\n")[0]
             if "interrupted" in message:
                 message = f"interrupted: the statement ran past the {self.timeout_s:g} s limit"
-            raise ServiceError(400, f"{db}: {message}", "database_error") from e
+            raise APIError(400, f"{db}: {message}", code="database_error") from e
         except (OverflowError, ValueError, TypeError) as e:   # parameters sqlite cannot bind
-            raise ServiceError(400, f"{db}: bad parameter ({e})", "database_error") from e
+            raise APIError(400, f"{db}: bad parameter ({e})", code="database_error") from e
 
     def execute(self, db: str, sql: str, params: Params = None) -> dict:
         return self._call(db, sql, params, readonly=False)

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from runtime.config import CudaOptions
 from runtime.gguf import GGUFTensor
 from runtime.sampling import SampleOutput, SamplingBatch
 
@@ -83,7 +84,7 @@ class Ops(Protocol):
     # forward(prepare(batch), kv) (the CUDA backend replays decode steps as CUDA graphs)
 
 
-def create_backend(name: str, cpu_dtype: str = "float32") -> Ops:
+def create_backend(name: str, cpu_dtype: str = "float32", cuda: CudaOptions | None = None) -> Ops:
     """'cpu', 'cuda', or 'auto' (CUDA when CuPy sees a GPU, else CPU)."""
     if name == "auto":
         name = "cuda" if cuda_available() else "cpu"
@@ -92,7 +93,7 @@ def create_backend(name: str, cpu_dtype: str = "float32") -> Ops:
         return CPUOps(dtype=cpu_dtype)
     if name == "cuda":
         from runtime.backends.cuda import CUDAOps
-        return CUDAOps()
+        return CUDAOps(cuda or CudaOptions())
     raise ValueError(f"unknown backend {name!r} (cpu, cuda, auto)")
 
 

@@ -35,6 +35,16 @@ log = logging.getLogger(__name__)
 MAX_DEFAULT_LEN = 32768
 
 
+def kv_layout(config: EngineConfig, spec, ops: Ops) -> tuple[int, int]:
+    """(KV blocks, the longest sequence): the blocks that fit config's KV budget at the
+    backend's cache element size, and the context capped by them."""
+    element = 4 if getattr(ops, "dtype", None) is None else ops.dtype.itemsize
+    kv_bytes_per_token = 2 * spec.n_layers * spec.n_kv_heads * spec.head_dim * element
+    num_blocks = config.num_kv_blocks or max(1, config.kv_cache_mb * 2**20 // (kv_bytes_per_token * config.block_size))
+    limit = config.max_model_len or min(spec.context_length, MAX_DEFAULT_LEN)
+    return num_blocks, min(limit, num_blocks * config.block_size)
+
+
 class RequestError(ValueError):
     """A request the engine cannot take (too long, bad token ids), with the reason."""
 
@@ -110,41 +120,45 @@ class Detokenizer:
 
 
 class LLMEngine:
-    def __init__(self, config: EngineConfig, ops: Ops | None = None):
-        self.config = config
-        t0 = time.monotonic()
-        gguf = load_gguf(config.model)
-        self.spec = gguf.spec
-        self.revision = config.revision or quick_digest(gguf.path)
-        self.ops = ops or create_backend(config.backend, config.cpu_dtype)
-        self.tokenizer = Tokenizer(gguf.path, config.tokenizer_cache, metadata=gguf.metadata)
+    """The engine over a model and its tokenizer. `from_gguf` builds both from a GGUF file;
+    tests hand in a mock model (a `.spec` and `.run(ForwardBatch, kv) -> logits`, sampled by
+    `ops`) and a byte tokenizer to check the scheduler, block manager and prefix cache."""
+
+    def __init__(self, config: EngineConfig, model, tokenizer, ops: Ops, revision: str = ""):
+        self.config, self.model, self.tokenizer, self.ops = config, model, tokenizer, ops
+        self.spec = spec = model.spec
+        self.revision = revision or config.revision
         self.block_size = config.block_size
-        spec = self.spec
-        kv_bytes_per_token = 2 * spec.n_layers * spec.n_kv_heads * spec.head_dim * self.kv_element_size()
-        num_blocks = config.num_kv_blocks or max(
-            1, config.kv_cache_mb * 2**20 // (kv_bytes_per_token * self.block_size))
-        limit = config.max_model_len or min(spec.context_length, MAX_DEFAULT_LEN)
-        self.max_model_len = min(limit, num_blocks * self.block_size)
-        self.model = build_model(gguf, self.ops, self.max_model_len)
-        kv = self.ops.kv_cache(spec.n_layers, num_blocks, self.block_size, spec.n_kv_heads, spec.head_dim,
-                               spec.n_heads)
+        num_blocks, self.max_model_len = kv_layout(config, spec, ops)
+        kv = ops.kv_cache(spec.n_layers, num_blocks, self.block_size, spec.n_kv_heads, spec.head_dim, spec.n_heads)
         self.blocks = BlockManager(num_blocks, self.block_size)
         self.scheduler = Scheduler(self.blocks, config.max_num_seqs, config.max_num_batched_tokens)
-        self.runner = ModelRunner(self.model, self.ops, kv, self.block_size)
-        self.detok = Detokenizer(self.tokenizer)
-        self.eos_ids = set(spec.eos_ids) | ({self.tokenizer.eos_token_id} - {None})
+        self.runner = ModelRunner(model, ops, kv, self.block_size)
+        self.detok = Detokenizer(tokenizer)
+        self.eos_ids = set(spec.eos_ids) | ({tokenizer.eos_token_id} - {None})
         self.requests: dict[str, Sequence] = {}
-        self.overlap = (config.overlap and getattr(self.ops, "overlaps_steps", False)
-                        and config.max_num_seqs <= self.ops.feed_rows)
+        self.overlap = (config.overlap and getattr(ops, "overlaps_steps", False)
+                        and config.max_num_seqs <= ops.feed_rows)
         self.in_flight: InFlight | None = None
         self.held: list[StepOutput] = []     # collected early (prompt_logits), out with the next step
-        self.load_seconds = time.monotonic() - t0
-        log.info("loaded %s (%s, %d layers) on %s in %.1f s; %d KV blocks of %d",
-                 gguf.path.name, spec.arch, spec.n_layers, self.ops.name, self.load_seconds,
-                 num_blocks, self.block_size)
+        self.load_seconds = 0.0
 
-    def kv_element_size(self) -> int:
-        return 4 if getattr(self.ops, "dtype", None) is None else self.ops.dtype.itemsize
+    @classmethod
+    def from_gguf(cls, config: EngineConfig, ops: Ops | None = None) -> LLMEngine:
+        """The engine for config.model: its weights on `ops` (default: config's backend), its
+        tokenizer and chat template from the same file."""
+        t0 = time.monotonic()
+        gguf = load_gguf(config.model)
+        ops = ops or create_backend(config.backend, config.cpu_dtype, config.cuda)
+        tokenizer = Tokenizer(gguf.path, config.tokenizer_cache, metadata=gguf.metadata)
+        num_blocks, max_model_len = kv_layout(config, gguf.spec, ops)
+        model = build_model(gguf, ops, max_model_len)
+        engine = cls(config, model, tokenizer, ops, revision=config.revision or quick_digest(gguf.path))
+        engine.load_seconds = time.monotonic() - t0
+        log.info("loaded %s (%s, %d layers) on %s in %.1f s; %d KV blocks of %d",
+                 gguf.path.name, gguf.spec.arch, gguf.spec.n_layers, ops.name, engine.load_seconds,
+                 num_blocks, config.block_size)
+        return engine
 
     # ---- requests --------------------------------------------------------------------
     def add_request(self, prompt: str | list[int], params: SamplingParams,

@@ -1,12 +1,8 @@
-"""One file per architecture family; `build_model` picks by the GGUF's architecture."""
+"""The model: one decoder (decoder.py) for every supported architecture family (its ARCHS);
+`build_model` picks by the GGUF's architecture."""
 from runtime.backends import Ops
 from runtime.gguf import GGUFModel, ModelLoadError
-from runtime.models.decoder import DecoderLM
-from runtime.models.llama import LLAMA
-from runtime.models.qwen2 import QWEN2
-from runtime.models.qwen3 import QWEN3
-
-ARCHS = {a.name: a for a in (LLAMA, QWEN2, QWEN3)}
+from runtime.models.decoder import ARCHS, DecoderLM
 
 
 def build_model(model: GGUFModel, ops: Ops, max_positions: int) -> DecoderLM:

@@ -1,8 +1,9 @@
 """The decoder-only transformer, written once against the backend ops.
 
-Each architecture file (llama.py, qwen2.py, qwen3.py) declares an `Arch`: which optional
-tensors it has. Tensor names come from gguf's own maps (gguf.TENSOR_NAMES), not a table
-kept here. forward() reads top to bottom:
+The architecture families differ only in which optional tensors they have (ARCHS below),
+so they share this one file: tensor names come from gguf's own maps (gguf.TENSOR_NAMES),
+not a table kept here, and llama's interleaved RoPE is the GGUF's row order
+(ModelSpec.rope_interleaved). forward() reads top to bottom:
 
     x = embed(ids)
     per layer:  h = norm(x + r);  x = o_proj(attention(qkv(h)));  h = norm(x + r);  x = down(silu(gate) * up)
@@ -25,6 +26,14 @@ class Arch:
     name: str
     qkv_bias: bool = False      # qwen2
     qk_norm: bool = False       # qwen3: RMSNorm over each head of q and k before RoPE
+
+
+# What differs per family:
+#   llama (SmolLM2, Llama 2/3): no attention bias, no q/k norm; the GGUF stores Q/K rows
+#       permuted for interleaved RoPE
+#   qwen2 (Qwen2, Qwen2.5, Qwen2.5-Coder): bias on q, k and v; NeoX RoPE
+#   qwen3: no attention bias; per-head RMSNorm of q and k before RoPE; NeoX RoPE
+ARCHS = {a.name: a for a in (Arch("llama"), Arch("qwen2", qkv_bias=True), Arch("qwen3", qk_norm=True))}
 
 
 def tensor_name(kind: T, layer: int | None = None, suffix: str = "weight") -> str:

@@ -12,7 +12,8 @@ from typing import Callable
 from fastapi import Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from runtime.server import errors, loading
+from httpkit import errors
+from runtime.server import loading
 from runtime.server.config import ServerConfig
 from runtime.server.deps import require_admin, require_key
 from runtime.server.revisions import RevisionRegistry

@@ -18,10 +18,10 @@ import anyio
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
+from httpkit.errors import APIError, error_body, error_response
 from runtime.server import toolcalls
 from runtime.server.bridge import Delta, EngineLoop, Generation
 from runtime.server.chat_prompt import ChatPlan, plan
-from runtime.server.errors import APIError, error_body, error_response
 from runtime.server.generation import (EventStream, chat_logprobs, follow, headers, now, sse, usage)
 from runtime.server.protocol import ChatCompletionRequest
 from runtime.server.state import ServerState
@@ -139,7 +139,7 @@ async def stream(state: ServerState, loop: EngineLoop, gen: Generation, p: ChatP
             for i, piece in enumerate(pieces):
                 yield chunk(piece, logprobs=lp if i == 0 else None)
     except APIError as e:                   # headers are sent: the error goes in the stream
-        yield sse(error_body(e.status, e.message, e.param, e.code))
+        yield sse(error_body(e.status, e.message, param=e.param, code=e.code))
         yield "data: [DONE]\n\n"
         return
     if last is None:

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 import jinja2
 
+from httpkit.errors import APIError
 from runtime.engine.llm_engine import LLMEngine
 from runtime.sampling import SamplingParams
 from runtime.server import grammar
-from runtime.server.errors import APIError
 from runtime.server.generation import constraint_for, encode, max_new_tokens, sampling_params, structured_grammar
 from runtime.server.protocol import ChatCompletionRequest, ChatMessage
 from runtime.server.state import ServerState

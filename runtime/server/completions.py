@@ -9,9 +9,9 @@ import anyio
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
+from httpkit.errors import APIError, error_body, error_response
 from runtime.engine.llm_engine import LLMEngine
 from runtime.server.bridge import Delta, EngineLoop, Generation
-from runtime.server.errors import APIError, error_body, error_response
 from runtime.server.generation import (EventStream, constraint_for, encode, follow, headers, max_new_tokens,
                                        now, sampling_params, sse, structured_grammar, usage)
 from runtime.server.protocol import CompletionRequest
@@ -101,7 +101,7 @@ async def stream(state: ServerState, loop: EngineLoop, gen: Generation, base: di
             extra = {"samevm": extension(gen, delta)} if delta.finished else {}
             yield sse({**base, "choices": [choice], **extra})
     except APIError as e:
-        yield sse(error_body(e.status, e.message, e.param, e.code))
+        yield sse(error_body(e.status, e.message, param=e.param, code=e.code))
         yield "data: [DONE]\n\n"
         return
     if last is None:

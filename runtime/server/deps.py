@@ -6,8 +6,8 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from httpkit.errors import APIError
 from runtime.server.config import is_loopback
-from runtime.server.errors import APIError
 from runtime.server.state import ServerState
 
 

@@ -11,11 +11,11 @@ from typing import AsyncIterator, Callable
 from fastapi import Request
 from fastapi.responses import StreamingResponse
 
+from httpkit.errors import APIError
 from runtime.engine.llm_engine import LLMEngine
 from runtime.sampling import SamplingParams
 from runtime.server import grammar
 from runtime.server.bridge import Delta, EngineLoop, Generation
-from runtime.server.errors import APIError
 from runtime.server.protocol import SamplingFields
 from runtime.server.state import ServerState
 

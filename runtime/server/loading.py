@@ -15,11 +15,11 @@ from pathlib import Path
 import anyio
 import numpy as np
 
+from httpkit.errors import APIError
 from runtime.engine.llm_engine import LLMEngine
 from runtime.gguf import ModelLoadError, quick_digest
 from runtime.sampling import SamplingParams
 from runtime.server.bridge import EngineLoop
-from runtime.server.errors import APIError
 from runtime.server.state import ServerState
 
 log = logging.getLogger(__name__)
@@ -36,7 +36,7 @@ class Refused(Exception):
 def load(state: ServerState, path: str, revision: str) -> LLMEngine:
     cfg = dataclasses.replace(state.config.engine, model=str(path), revision=revision)
     try:
-        engine = LLMEngine(cfg)
+        engine = LLMEngine.from_gguf(cfg)
     except (ModelLoadError, ValueError, OSError) as e:
         raise Refused(422, f"cannot load {Path(path).name}: {e}") from e
     state.grammar_factory(engine)           # builds the grammar tokenizer now, not on a request

@@ -7,10 +7,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from httpkit.errors import APIError
 from runtime.engine.llm_engine import LLMEngine
 from runtime.server.bridge import EngineLoop
 from runtime.server.config import ServerConfig
-from runtime.server.errors import APIError
 from runtime.server.grammar import GrammarFactory
 from runtime.server.metrics import Metrics
 from runtime.server.revisions import RevisionRegistry

@@ -24,9 +24,10 @@ def run(args, settings) -> int:
     from runtime.engine.llm_engine import LLMEngine   # torch: seconds to import, only this command needs it
 
     path = catalog.resolve(args.model or settings.model, settings.home)
-    engine = LLMEngine(EngineConfig(model=str(path), backend=args.backend or settings.backend,
-                                    cpu_dtype=args.cpu_dtype or settings.cpu_dtype,
-                                    tokenizer_cache=str(settings.tokenizer_cache), kv_cache_mb=256))
+    engine = LLMEngine.from_gguf(EngineConfig(model=str(path), backend=args.backend or settings.backend,
+                                              cpu_dtype=args.cpu_dtype or settings.cpu_dtype,
+                                              tokenizer_cache=str(settings.tokenizer_cache), kv_cache_mb=256,
+                                              cuda=settings.cuda_options()))
     prompt = engine.tokenizer.render_chat([{"role": "user", "content": args.prompt}])
     params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature)
     seq = engine.add_request(prompt, params)

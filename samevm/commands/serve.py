@@ -20,6 +20,9 @@ def register(sub) -> None:
     p.add_argument("--max-model-len", type=int, default=0, help="context length (0: the model's, capped)")
     p.add_argument("--kv-cache-mb", type=int, default=1024)
     p.add_argument("--max-num-seqs", type=int, default=32)
+    p.add_argument("--cuda", action="append", metavar="NAME=VALUE",
+                   help="a CUDA backend option (runtime/config.py CudaOptions), e.g. kv_dtype=bfloat16; "
+                        "repeatable, over the settings' SAMEVM_CUDA")
     p.add_argument("--no-resume", action="store_true",
                    help="serve --model even if a reload made another revision active")
     p.set_defaults(func=run)
@@ -32,7 +35,8 @@ def build_config(args, settings) -> ServerConfig:
     engine = EngineConfig(model=str(path), backend=args.backend or settings.backend,
                           cpu_dtype=args.cpu_dtype or settings.cpu_dtype,
                           max_model_len=args.max_model_len, kv_cache_mb=args.kv_cache_mb,
-                          max_num_seqs=args.max_num_seqs, tokenizer_cache=str(settings.tokenizer_cache))
+                          max_num_seqs=args.max_num_seqs, tokenizer_cache=str(settings.tokenizer_cache),
+                          cuda=settings.cuda_options(args.cuda))
     return ServerConfig(engine=engine, model_id=model_id, home=settings.home,
                         host=args.host or settings.host, port=args.port or settings.runtime_port,
                         api_key=args.api_key or settings.api_key, resume=not args.no_resume)

@@ -79,12 +79,11 @@ def run(args, settings) -> int:
 
 
 def _via_worker(args, settings, params: OrpoParams) -> int:
-    import httpx
+    from httpkit.client import client
 
     body = {"dataset": Path(args.dataset).read_text(), "hyperparameters": params.model_dump(),
             "promote": args.promote, **({"base_model": args.model} if args.model else {})}
-    headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
-    with httpx.Client(base_url=f"{settings.worker_url}/v1/jobs", headers=headers, timeout=None) as http:
+    with client(f"{settings.worker_url}/v1/jobs", settings.api_key, timeout=None) as http:
         r = http.post("/orpo", json=body)
         if r.status_code >= 400:
             raise ValueError(r.json()["error"]["message"])

@@ -11,7 +11,7 @@ from agents.config import AgentConfig
 from agents.loop import Agent
 from agents.model import ChatModel
 from agents.prompts import final_answer_tool
-from runtime.synthetic import Shape
+from dev.synthetic import Shape
 from tests.runtime.server.conftest import start_server
 from tools.registry import Registry, Tool
 

@@ -11,7 +11,7 @@ import pytest
 
 from runtime.backends.cuda import device
 from runtime.backends.cuda.device import KERNELS
-from runtime.backends.cuda.emulator import cuda_include
+from dev.cuda.emulator import cuda_include
 
 SOURCES = sorted(KERNELS.glob("*.cu"))
 TEMPLATED = {"attention_decode.cu", "attention_prefill.cu", "rope_kv.cu"}   # HEAD_DIM and KV_T

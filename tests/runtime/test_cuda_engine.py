@@ -25,7 +25,7 @@ STEPS = 64
 
 
 def cpu_engine(path, tokenizer_cache):
-    return LLMEngine(EngineConfig(model=path, backend="cpu", kv_cache_mb=32, tokenizer_cache=tokenizer_cache))
+    return LLMEngine.from_gguf(EngineConfig(model=path, backend="cpu", kv_cache_mb=32, tokenizer_cache=tokenizer_cache))
 
 
 def make_ops(**kw):
@@ -35,8 +35,8 @@ def make_ops(**kw):
 
 def cuda_engine(path, tokenizer_cache, ops_kw=None, **kw):
     kw.setdefault("kv_cache_mb", 32)
-    return LLMEngine(EngineConfig(model=path, backend="cuda", tokenizer_cache=tokenizer_cache, **kw),
-                     ops=make_ops(**(ops_kw or {})))
+    return LLMEngine.from_gguf(EngineConfig(model=path, backend="cuda", tokenizer_cache=tokenizer_cache, **kw),
+                               ops=make_ops(**(ops_kw or {})))
 
 
 EXACT = {"kv_dtype": "float32", "gemm_dtype": "float32"}
@@ -113,7 +113,7 @@ def test_overlapped_steps_match_the_synchronous_engine(tiny_gguf, tokenizer_cach
 
 
 def test_sampler_matches_cpu_sampler():
-    from runtime.backends.cuda.check import check_sampling
+    from dev.cuda.check import check_sampling
     ops = make_ops()
     for seed in range(5):
         for r in check_sampling(ops, np.random.default_rng(seed), V=151936 if seed == 0 else 4000):
@@ -121,7 +121,7 @@ def test_sampler_matches_cpu_sampler():
 
 
 def test_kernel_checks():
-    from runtime.backends.cuda.check import run_checks
+    from dev.cuda.check import run_checks
     bad = [r for r in run_checks(make_ops()) if not r.ok]
     assert not bad, bad[:5]
 

@@ -23,8 +23,8 @@ PROMPTS = ["What is 2+2?", "Write a Python function that reverses a string.", "N
 def engine():
     if PATH is None:
         pytest.skip("the default model is not installed (samevm models fetch)")
-    return LLMEngine(EngineConfig(model=str(PATH), backend="cpu", kv_cache_mb=256,
-                                  tokenizer_cache=str(HOME / "cache" / "tokenizers")))
+    return LLMEngine.from_gguf(EngineConfig(model=str(PATH), backend="cpu", kv_cache_mb=256,
+                                            tokenizer_cache=str(HOME / "cache" / "tokenizers")))
 
 
 def test_greedy_tokens_equal_transformers(engine):

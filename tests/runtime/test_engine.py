@@ -35,7 +35,7 @@ def run_behaviour(name: str, model_path, tokenizer_cache) -> None:
 
 def make_engine(path, tokenizer_cache, **kw):
     kw.setdefault("kv_cache_mb", 16)
-    return LLMEngine(EngineConfig(model=path, backend="cpu", tokenizer_cache=tokenizer_cache, **kw))
+    return LLMEngine.from_gguf(EngineConfig(model=path, backend="cpu", tokenizer_cache=tokenizer_cache, **kw))
 
 
 def prompts(engine, n):

@@ -9,7 +9,7 @@ from gguf import GGUFWriter
 from runtime.config import EngineConfig
 from runtime.engine.llm_engine import LLMEngine
 from runtime.gguf import ModelLoadError, load_gguf
-from runtime.synthetic import Shape, write_random_gguf
+from dev.synthetic import Shape, write_random_gguf
 
 
 def test_spec_from_metadata(tiny_gguf):
@@ -80,4 +80,4 @@ def test_truncated_file(tiny_gguf, tmp_path):
 def test_missing_tensor_is_named(tiny_gguf, tmp_path):
     path = rewrite(tiny_gguf("qwen2"), tmp_path / "partial.gguf", drop="blk.1.ffn_down.weight")
     with pytest.raises(ModelLoadError, match="missing tensor 'blk.1.ffn_down.weight'"):
-        LLMEngine(EngineConfig(model=str(path), backend="cpu", kv_cache_mb=8))
+        LLMEngine.from_gguf(EngineConfig(model=str(path), backend="cpu", kv_cache_mb=8))

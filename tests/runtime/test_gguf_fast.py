@@ -9,7 +9,7 @@ from gguf import GGMLQuantizationType as Q
 from gguf import GGUFReader, GGUFValueType, GGUFWriter
 
 from runtime.gguf import ModelLoadError, StringArray, load_gguf, read_gguf
-from runtime.synthetic import Shape
+from dev.synthetic import Shape
 from runtime.tokenizer import tokenizer_fingerprint
 from tests.conftest import KQUANT_SHAPE
 

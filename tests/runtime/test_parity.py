@@ -19,7 +19,7 @@ PROMPT = [{"role": "user", "content": "What is 2+2? Answer in JSON."}]
 
 
 def compare(path: str, tokenizer_cache: str, steps: int = 32, atol: float = 2e-3):
-    engine = LLMEngine(EngineConfig(model=path, backend="cpu", kv_cache_mb=32, tokenizer_cache=tokenizer_cache))
+    engine = LLMEngine.from_gguf(EngineConfig(model=path, backend="cpu", kv_cache_mb=32, tokenizer_cache=tokenizer_cache))
     ids = engine.tokenizer.encode(engine.tokenizer.render_chat(PROMPT))
     hf = AutoModelForCausalLM.from_pretrained(Path(path).parent, gguf_file=Path(path).name, dtype=torch.float32)
     hf.generation_config.eos_token_id = None     # like ignore_eos: EOS is an ordinary token here
@@ -51,8 +51,8 @@ def test_tied_embeddings_and_kquant_qwen3(tiny_gguf, tokenizer_cache):
 @pytest.mark.parametrize("dtype", ["int8", "bfloat16"])
 def test_fast_cpu_modes_stay_close_to_the_reference(tiny_gguf, tokenizer_cache, dtype):
     path = tiny_gguf("qwen2", Q.Q8_0)
-    make = lambda d: LLMEngine(EngineConfig(model=path, backend="cpu", cpu_dtype=d, kv_cache_mb=16,  # noqa: E731
-                                            tokenizer_cache=tokenizer_cache))
+    make = lambda d: LLMEngine.from_gguf(EngineConfig(model=path, backend="cpu", cpu_dtype=d, kv_cache_mb=16,  # noqa: E731
+                                                      tokenizer_cache=tokenizer_cache))
     ref, fast = make("float32"), make(dtype)
     ids = ref.tokenizer.encode(ref.tokenizer.render_chat(PROMPT))
     a, b = ref.prompt_logits(ids), fast.prompt_logits(ids)

@@ -17,14 +17,14 @@ from runtime.engine.llm_engine import LLMEngine
 from runtime.gguf import ModelLoadError
 from runtime.server.app import create_app
 from runtime.server.config import ServerConfig
-from runtime.synthetic import Shape
+from dev.synthetic import Shape
 
 TRAINED = 32
 
 
 def engine(path: str, tokenizer_cache: str, max_model_len: int) -> LLMEngine:
-    return LLMEngine(EngineConfig(model=path, backend="cpu", kv_cache_mb=16, max_model_len=max_model_len,
-                                  tokenizer_cache=tokenizer_cache))
+    return LLMEngine.from_gguf(EngineConfig(model=path, backend="cpu", kv_cache_mb=16, max_model_len=max_model_len,
+                                            tokenizer_cache=tokenizer_cache))
 
 
 def hf_logits(path: str, ids: list[int], rope: dict | None) -> np.ndarray:

@@ -17,7 +17,7 @@ from transformers import AutoTokenizer
 
 from runtime import catalog
 from runtime.gguf import read_gguf
-from runtime.synthetic import CHATML_TEMPLATE, SPECIALS, bpe_vocab
+from dev.synthetic import CHATML_TEMPLATE, SPECIALS, bpe_vocab
 from runtime.tokenizer import Tokenizer, tokenizer_fingerprint
 
 # Uses what templates use beyond ChatML: bos/eos variables, namespace, loop controls, dict(),

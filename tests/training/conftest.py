@@ -1,4 +1,4 @@
-"""Training tests: tiny random models from runtime/synthetic.py (tests/conftest.py's tiny_gguf),
+"""Training tests: tiny random models from dev/synthetic.py (tests/conftest.py's tiny_gguf),
 a small preference set over the words those models' tokenizer knows, and torch on one
 thread (on a shared 2-core machine, spinning OpenMP threads make tiny models far slower)."""
 from __future__ import annotations

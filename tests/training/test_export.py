@@ -22,7 +22,7 @@ TOLERANCE = {"f16": 5e-3, "q8_0": 5e-2}           # max |error| / max |logit|
 
 
 def engine_logits(path, ids) -> np.ndarray:
-    engine = LLMEngine(EngineConfig(model=str(path), backend="cpu", kv_cache_mb=16))
+    engine = LLMEngine.from_gguf(EngineConfig(model=str(path), backend="cpu", kv_cache_mb=16))
     return engine.prompt_logits(ids)
 
 
@@ -56,7 +56,7 @@ def test_exported_gguf_matches_the_hf_model(arch, tiny_gguf, tmp_path):
 
 
 def test_a_model_that_does_not_fit_the_base_is_refused_and_leaves_no_file(tiny_gguf, tmp_path):
-    from runtime.synthetic import Shape
+    from dev.synthetic import Shape
     other = load_model(tiny_gguf("qwen2", shape=Shape(layers=3)))
     target = tmp_path / "out.gguf"
     with pytest.raises(ExportError, match="model.layers.2"):    # a layer the base does not have

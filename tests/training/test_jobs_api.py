@@ -139,7 +139,7 @@ def test_a_job_trains_exports_and_reports_progress(client, base, tmp_path):
     assert result["base_revision"] == quick_digest(base) and result["served_revision"] is None
     manifest = json.loads((Path(result["path"]).parent / "manifest.json").read_text())
     assert manifest["dataset_sha256"] == job["dataset"]["sha256"] and manifest["revision"] == result["revision"]
-    LLMEngine(EngineConfig(model=result["path"], backend="cpu", kv_cache_mb=16))   # the runtime loads it
+    LLMEngine.from_gguf(EngineConfig(model=result["path"], backend="cpu", kv_cache_mb=16))   # the runtime loads it
     # a client that reconnects with Last-Event-ID gets only what came after
     with client.stream("GET", f"/v1/jobs/{job_id}/events", headers={"Last-Event-ID": str(len(events) - 2)}) as s:
         assert [e["id"] for e in sse(s.iter_lines())] == [str(len(events) - 1)]

@@ -38,7 +38,7 @@ def mean_log_odds(engine: LLMEngine) -> float:
 
 
 def engine(path) -> LLMEngine:
-    return LLMEngine(EngineConfig(model=str(path), backend="cpu", kv_cache_mb=16))
+    return LLMEngine.from_gguf(EngineConfig(model=str(path), backend="cpu", kv_cache_mb=16))
 
 
 @pytest.mark.parametrize("arch", ["qwen2", "qwen3", "llama"])

@@ -26,11 +26,9 @@ def test_commit_get_list_and_prune_spare_served_and_last_known_good(tiny_gguf, t
     assert [m["revision"] for m in store.list()] == [m["revision"] for m in made]
     assert not list((tmp_path / "revisions" / ".staging").iterdir())
 
-    store.mark_served(made[1]["revision"], previous=made[0]["revision"])
-    gone = store.prune(keep=2)
+    gone = store.prune({made[1]["revision"], made[0]["revision"]}, keep=2)
     assert gone == [made[2]["revision"]]                       # 0 and 1 are protected, 3 and 4 newest
     assert {m["revision"] for m in store.list()} == {made[i]["revision"] for i in (0, 1, 3, 4)}
-    assert store.index()["served"] == made[1]["revision"]
 
 
 def test_discarded_staging_leaves_nothing(tmp_path):

@@ -3,7 +3,9 @@ the cache write and split-K flash-decoding), rope_kv + a tiled causal kernel oth
 on the tensor cores for an f16 cache).
 
 KV cache: [layers, 2, (blocks + 1) * block_size, Hkv, D] in f16, bf16 (stored as u16) or
-f32; the extra block takes the writes of padded rows in graph buckets.
+f32; the extra block takes the writes of padded rows in graph buckets. Kernel choices follow
+`CudaOptions` (attention_tc, decode_tc_max_seqs, min_split_positions): the tensor-core decode
+kernel wins at few sequences and loses at batch 64 (one split a sequence, 3 blocks an SM).
 """
 from __future__ import annotations
 
@@ -11,25 +13,10 @@ import numpy as np
 
 from runtime.backends import AttentionParams
 from runtime.backends.cuda.batch import CUDABatch
+from runtime.config import CudaOptions
 
 KV_TYPES = {"float16": ("__half", np.float16), "bfloat16": ("__nv_bfloat16", np.uint16),
             "float32": ("float", np.float32)}
-
-
-# Positions a split of attention_decode takes at least: a short context runs fewer splits than
-# the grid has (H100, L = 384: 8 splits a step 1-2% faster than 32; at L = 4096, 32 splits are
-# 1.7x faster than 8). 0: every split of the grid runs. Fewer, longer splits lose at one
-# sequence (bdd819e, L = 128-256, batch-1 graph 0.6B / 1.7B): 48 0.706 / 1.091 ms, 128 0.740 /
-# 1.147, 512 (one split, no combine) 0.752 / 1.165.
-MIN_SPLIT_POSITIONS = 48
-
-
-PREFILL_TC = True          # False: the f32 prefill kernel for every cache (timing.py's comparison)
-DECODE_TC = True           # False: attention_decode.cu for every cache (step_settings.py's A/B, timing.py)
-# Sequences a decode step up to which attention_decode_tc.cu runs: at batch 64 (one split a
-# sequence, 512 blocks of 70 KB shared memory, 3 an SM) it was 60 us against attention_decode's
-# 45; at 1 and 16 it was 1.3-1.6x faster (H100, L = 160-4096, 0c4a189).
-DECODE_TC_MAX_SEQS = 16
 
 
 def _tc_shape(kv_ctype: str, head_dim: int) -> bool:
@@ -38,15 +25,15 @@ def _tc_shape(kv_ctype: str, head_dim: int) -> bool:
     return kv_ctype == "__half" and head_dim % 32 == 0 and head_dim <= 128
 
 
-def prefill_kernel(kv_ctype: str, head_dim: int) -> str:
+def prefill_kernel(opts: CudaOptions, kv_ctype: str, head_dim: int) -> str:
     """attention_prefill_tc.cu (tensor cores) where it applies, else attention_prefill.cu (f32)."""
-    return "attention_prefill_tc" if PREFILL_TC and _tc_shape(kv_ctype, head_dim) else "attention_prefill"
+    return "attention_prefill_tc" if opts.attention_tc and _tc_shape(kv_ctype, head_dim) else "attention_prefill"
 
 
-def decode_kernel(kv_ctype: str, head_dim: int, seqs: int) -> str:
+def decode_kernel(opts: CudaOptions, kv_ctype: str, head_dim: int, seqs: int) -> str:
     """attention_decode_tc.cu (tensor cores) where it applies and the step has few sequences,
     else attention_decode.cu (f32)."""
-    tc = DECODE_TC and seqs <= DECODE_TC_MAX_SEQS and _tc_shape(kv_ctype, head_dim)
+    tc = opts.attention_tc and seqs <= opts.decode_tc_max_seqs and _tc_shape(kv_ctype, head_dim)
     return "attention_decode_tc" if tc else "attention_decode"
 
 
@@ -56,16 +43,16 @@ def decode_smem(name: str, head_dim: int) -> int:
     return 512 * (head_dim + 8) if name == "attention_decode_tc" else 0
 
 
-def tile_queries(kv_ctype: str, head_dim: int, group: int) -> int:
+def tile_queries(opts: CudaOptions, kv_ctype: str, head_dim: int, group: int) -> int:
     """Queries a prefill tile (batch.prefill_tiles): the kernel's (query, head) rows, 64 for the
     tensor-core kernel and 32 for the f32 one, over the `group` query heads a KV head."""
-    rows = 64 if prefill_kernel(kv_ctype, head_dim) == "attention_prefill_tc" else 32
+    rows = 64 if prefill_kernel(opts, kv_ctype, head_dim) == "attention_prefill_tc" else 32
     return max(1, rows // group)
 
 
 def splits(ops, num_seqs: int, n_kv_heads: int) -> int:
     """Split-K factor of the grid: enough blocks to cover the GPU twice, at most 32 (the
-    kernel uses fewer for a context shorter than MIN_SPLIT_POSITIONS a split)."""
+    kernel uses fewer for a context shorter than min_split_positions a split)."""
     blocks = num_seqs * n_kv_heads
     return max(1, min(32, -(-2 * ops.dev.sm_count // blocks)))
 
@@ -85,7 +72,7 @@ def attention(ops, qkv, kv, layer: int, fb: CUDABatch, rope, p: AttentionParams)
         part_acc = ops.alloc((T * Hq * S * D,), np.float32) if S > 1 else None
         part_ml = ops.alloc((T * Hq * S * 2,), np.float32) if S > 1 else None
         counters = ops.alloc((T * Hkv,), np.int32, zero=True)
-        name = decode_kernel(ops.kv_ctype, D, T)
+        name = decode_kernel(ops.options, ops.kv_ctype, D, T)
         getattr(mods[name], name)((S, Hkv, T), (128,), (
             qkv, np.int32(Hq), np.int32(Hkv), fb.ctx, fb.slots, fb.tables, fb.stride,
             np.int32(fb.host.block_size), *common, np.float32(p.scale), k_cache, v_cache, out,
@@ -94,8 +81,9 @@ def attention(ops, qkv, kv, layer: int, fb: CUDABatch, rope, p: AttentionParams)
     q = ops.alloc((T, Hq * D), np.float32)
     mods["rope_kv"].rope_kv((T,), (128,), (
         qkv, np.int32(Hq), np.int32(Hkv), fb.positions, fb.slots, *common, q, k_cache, v_cache))
-    assert ops.tile_queries == tile_queries(ops.kv_ctype, D, Hq // Hkv), "prefill tiles packed for another kernel"
-    name = prefill_kernel(ops.kv_ctype, D)
+    assert ops.tile_queries == tile_queries(ops.options, ops.kv_ctype, D, Hq // Hkv), \
+        "prefill tiles packed for another kernel"
+    name = prefill_kernel(ops.options, ops.kv_ctype, D)
     getattr(mods[name], name)((fb.num_tiles, Hkv), (128,), (
         q, np.int32(Hq), np.int32(Hkv), fb.tiles, fb.tables, fb.stride, np.int32(fb.host.block_size),
         np.float32(p.scale), k_cache, v_cache, out))

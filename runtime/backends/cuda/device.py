@@ -1,5 +1,5 @@
 """The little the CUDA backend needs from CuPy, behind one object, so the same ops also run
-on the kernel emulator (emulator/, numpy arrays) in tests without a GPU.
+on the kernel emulator (dev/cuda/emulator, numpy arrays) in tests without a GPU.
 
 A `Device` owns one non-blocking stream (CUDA graphs cannot capture the legacy default
 stream), compiles kernels/<name>.cu with NVRTC once per set of defines (CuPy caches the
@@ -102,7 +102,7 @@ class Kernels:
 class CupyDevice:
     name = "cuda"
 
-    def __init__(self, device_id: int = 0):
+    def __init__(self, device_id: int = 0, pdl: bool = True):
         import cupy
         from cupy_backends.cuda.libs import cublas
 
@@ -129,9 +129,8 @@ class CupyDevice:
                                       ctypes.c_size_t(CUBLAS_WORKSPACE)) == 0
         self._gemm_ex = _gemm_ex(lib)
         # Kernels captured into a decode graph may start while the previous one finishes
-        # (common.cuh, pdl_wait): Hopper and later; SAMEVM_CUDA_PDL=0 turns it off.
-        self.launch_ex = _launch_kernel_ex() if props["major"] >= 9 and \
-            os.environ.get("SAMEVM_CUDA_PDL", "1") != "0" else None
+        # (common.cuh, pdl_wait): Hopper and later, unless pdl is off (CudaOptions.pdl).
+        self.launch_ex = _launch_kernel_ex() if props["major"] >= 9 and pdl else None
         self.capturing = False
 
     @property
@@ -244,7 +243,7 @@ class _Launcher:
 
     def prefer_shared(self) -> None:
         """Ask for the SM's largest shared-memory carveout (L1 gets the rest): a kernel that
-        stages weights there (linear.py MV_STAGE) must fit beside the previous kernel's block."""
+        stages weights there (linear.py stage_plan) must fit beside the previous kernel's block."""
         if not self.shared_preferred:
             self.fn.preferred_shared_memory_carveout = 100
             self.shared_preferred = True

@@ -3,15 +3,17 @@
 Up to `matvec_max_tokens` rows, a matvec kernel reads each weight byte once per 8 tokens, with
 the residual add + RMSNorm of a `Normed` input fused into its prologue and SiLU(gate) * up into
 its epilogue; graph-capturable. At one token a weight whose rows fit half of each SM's shared
-memory is copied there before the kernel's PDL wait (matvec_t1_stage: see MV_STAGE). With f16 gemm_dtype (the default) Q4_K, Q6_K and Q8_0 weights
-go through matvec_tc.cu (f16 decode into tensor-core products, f32 sums: the precision of the
-paths beyond it) from 2 tokens, and at 1 token matvec.cu dots a norm-fused input (qkv,
-gate/up, the lm_head) rounded to int8 in blocks of 16 with any quantized format (__dp4a, as
-llama.cpp's MMVQ); otherwise, and with f32 gemm_dtype, matvec.cu is exact in f32. Up to `matmul_max_tokens` rows
-(f16 gemm_dtype), matmul.cu decodes the weight into shared memory and multiplies on the tensor
-cores, reading it once per 64 tokens. Beyond that, the weight is dequantized into a reused
-scratch buffer and multiplied by cuBLAS (f16 tensor cores with f32 accumulation, or f32), with
-the norm and SiLU as separate kernels.
+memory is copied there before the kernel's PDL wait (matvec_t1_stage: see stage_plan). With
+f16 gemm_dtype (the default) Q4_K, Q6_K and Q8_0 weights go through matvec_tc.cu (f16 decode
+into tensor-core products, f32 sums: the precision of the paths beyond it) from 2 tokens, and
+at 1 token matvec.cu dots a norm-fused input (qkv, gate/up, the lm_head) rounded to int8 in
+blocks of 16 with any quantized format (__dp4a, as llama.cpp's MMVQ); otherwise, and with f32
+gemm_dtype, matvec.cu is exact in f32. Up to `matmul_max_tokens` rows (f16 gemm_dtype),
+matmul.cu decodes the weight into shared memory and multiplies on the tensor cores, reading it
+once per 64 tokens. Beyond that, the weight is dequantized into a reused scratch buffer and
+multiplied by cuBLAS (f16 tensor cores with f32 accumulation, or f32), with the norm and SiLU
+as separate kernels. The choices follow `ops.options` (config.CudaOptions); the measurements
+behind the constants below are in benchmarks/NOTES-cuda.md.
 """
 from __future__ import annotations
 
@@ -61,63 +63,19 @@ def linear(ops, x, w: QuantLinear, bias=None, act: str | None = None):
 
 
 MV_WARPS = {1: 4, 2: 8, 4: 8, 8: 8}  # matvec.cu's matvec_t<T>: warps a block, 1-2 weight rows each
-# A norm-fused matvec's grid, blocks of MV_WARPS an SM: each block pays the norm prologue, so
-# beyond this many blocks they walk the row groups (T = 1: the 24 warps an SM that fit, gate/up
-# 15.1 -> 13.9 us on the H100; from T = 2: 16 warps an SM). Blocks of MV_NORMED_WARPS keep the
-# same warps an SM.
+# A one-token launch with a prologue (norm-fused or int8 x) runs blocks of 8 warps
+# (matvec_t1_w8): each block reads x, the residual and the norm weight from L2 again, and
+# fewer, larger blocks halve that traffic. Launches without one keep MV_WARPS.
+MV_PROLOGUE_WARPS = 8
+# Blocks an SM of a launch with a prologue (of MV_WARPS warps; MV_PROLOGUE_WARPS keep the
+# same warps an SM): each block pays the prologue, so beyond this grid they walk the row groups.
 NORMED_BLOCKS_PER_SM = {1: 6, 2: 2, 4: 2, 8: 2}
 NORMED_TC_BLOCKS_PER_SM = 3  # the same for matvec_tc.cu's blocks of 8 warps (24 warps an SM)
-# From this many outputs (the lm_head) a norm-fused launch with f32 dots runs the norm once
-# (rms_norm.cu), not in each of its many blocks. One with int8 x keeps the norm in its prologue
-# (its grid is capped like qkv's) unless NORM_ONCE_INT8: H100, batch-1 graph of random Q4_K models
-# with a Q6_K tied lm_head (step_settings-lm-head-int8-bdd819e.json): 0.6B 0.711-0.718 ms with
-# NORM_ONCE_INT8, 0.698-0.703 without; 1.7B 1.095-1.100, 1.087.
-NORM_ONCE_ROWS = 65536
-NORM_ONCE_INT8 = False
 # Resident warps an SM that matvec.cu's split aims at. At one token, formats of 32 columns a
-# 16-byte chunk (K-quants, Q4_*, Q5_*): 24, the 6 blocks of 4 warps that fit at matvec_t1's 79
-# registers, so a launch is one wave (H100, 8490ff0 probe: 1.7B Q4_K_M step 1.541 -> 1.406 ms,
-# 0.6B 0.940 -> 0.895 against 32). Q8_0 and float rows have 2-8x the chunks, and their steps were
-# faster at 32 (1.7B Q8_0 1.588 against 1.700 ms at 24), each warp walking less of a row.
+# 16-byte chunk (K-quants, Q4_*, Q5_*): the 24 that fit at matvec_t1's registers, one wave;
+# Q8_0 and float rows have 2-8x the chunks and run faster with each warp walking less of a row.
 MV_WARPS_PER_SM = {32: 24}
 MV_WARPS_PER_SM_OTHER = 32
-# Warps a block of a one-token matvec with a prologue (norm-fused or int8 x): each block reads
-# x, the residual and the norm weight (24 KB at K = 2048) from L2 again, and blocks of 4 at 6 an
-# SM made that traffic 4 of qkv's 7.7 us (1.7B). Blocks of 8 (matvec_t1_w8) at 3 an SM halve it.
-# H100, batch-1 graph of random Q4_K models (one process, step_settings.py): 4 warps 0.788 / 1.261 ms
-# (0.6B / 1.7B), 8 warps 0.753 / 1.151; 12 warps 0.759 / 1.146 and 24 0.773 / 1.153 were no better.
-# With matvec.cu's one-pass prologue (c435511): 8 warps 0.714 / 1.095, 4 warps 0.734 / 1.205.
-# Launches without a prologue (o_proj, down) keep blocks of 4 warps, one a row group: blocks of
-# 8 were slower (0.776 / 1.169 against 0.751 / 1.154 ms) and capping their grid changed nothing
-# (step_settings-plain-warps-cd74e6b.json).
-MV_NORMED_WARPS = 8         # 4 (matvec_t1) or 8
-MV_SPLIT = None             # warps a row team, forced (check.py); None: mv_split's choice
-MV_UNROLL = 2               # matvec.cu at one token: 16-byte chunks of each row a lane loads before decoding
-# matvec.cu at one token, f16 gemm_dtype: int8 activations and __dp4a (False: the f32 dot), for
-# norm-fused inputs (qkv, gate/up, the lm_head) only: each block of a plain one (o_proj, down)
-# must first load x from L2 to quantize it, which cost more than the dot saved (measured with
-# blocks of 4 warps, before the 8-warp prologue blocks: MV_Q8_PLAIN is the next A/B). H100, batch-1
-# graph of random Q4_K models with the tensor-core attention (0c4a189): 1.7B 1.316 ms f32, 1.267
-# int8 for norm-fused inputs, 1.367 int8 for all; 0.6B 0.785 / 0.801 / 0.862.
-MV_Q8 = True
-MV_Q8_PLAIN = False
-# matvec.cu's matvec_t1_stage for one-token launches whose weight fits: each block (one an SM)
-# copies its rows into shared memory before pdl_wait(), at most half an SM's worth, so the copy
-# streams while the previous kernel still runs beside it. MV_STAGE_Q8: int8 x also for plain
-# inputs (o_proj, down), which each of the <= sm_count blocks quantizes from L2 (f32 dots were
-# slower with the first staged kernel: 0.711 / 1.229 against 0.683 / 1.155 ms,
-# step_settings-stage-8warps.json). H100, batch-1 graph of random Q4_K models, one process
-# (step_settings-stage-lds.json): unstaged 0.700 / 1.088 ms (0.6B / 1.7B), staged 0.635 / 0.937.
-# Reaching that took three fixes, each its own A/B (step_settings-stage-*.json): blocks of 16
-# warps (the dot is exposed after the wait), MV_STAGE_EXCLUSIVE, and dot loads the compiler knows
-# are of shared memory (generic ones waited behind the next launch's cp.async: 0.676 / 0.985).
-MV_STAGE = True
-MV_STAGE_Q8 = True
-# A norm-fused staged launch (qkv, gate/up) asks for half an SM's shared memory, so no SM takes
-# two of its blocks (an SM the previous launch left free did, 3 of 132 for gate/up, and ran them
-# at half speed: the launch's tail; 0.710 / 1.111 -> 0.676 / 0.985 ms); the plain ones between
-# them (o_proj, down) still fit beside it.
-MV_STAGE_EXCLUSIVE = True
 STAGE_SEGMENTS = 4          # matvec.cu's STAGE_PIECES / 2: each segment cut into a gate and an up range
 STAGE_WARPS = 16            # matvec_t1_stage's blocks
 STAGE_STATIC_SMEM = 1024    # its own shared arrays (red, pieces), rounded up
@@ -131,8 +89,8 @@ def mv_split(ops, warps: int, K: int, w: QuantLinear, teams: int, tokens: int) -
     doubled while the launch stays within MV_WARPS_PER_SM and each warp keeps at least 16
     chunks a row, so narrow weights with long rows (o_proj, down: 1,024 row pairs) run 2-4
     times the warps, each walking 1/2-1/4 of the row."""
-    if MV_SPLIT is not None:
-        return MV_SPLIT
+    if ops.options.matvec_split is not None:
+        return ops.options.matvec_split
     cols = [CHUNK_COLS[int(q)] for q in w.qtypes]
     chunks = K // max(cols)
     per_sm = MV_WARPS_PER_SM.get(min(cols), MV_WARPS_PER_SM_OTHER) if tokens == 1 else MV_WARPS_PER_SM_OTHER
@@ -157,11 +115,9 @@ TC_STEPS_PER_WARP = 2       # its TC_UNROLL: a team grows while each warp keeps 
 def use_tc(ops, T: int, w: QuantLinear, K: int) -> bool:
     """matvec_tc.cu for T tokens of this weight: 2 to 8 tokens at f16 gemm_dtype, formats it
     decodes, whole 4-chunk steps (K % 64 for Q8_0), and 8-row tiles of one format (segments
-    starting at multiples of 8). At 1 token matvec.cu measured as fast or faster (H100, 1.7B
-    Q8_0 gate/up 18.6 against 20.0 us; Q4_K down 9.0 / 10.3; batch-1 steps of the 0.6B and of
-    Q8_0 files 4-11% slower with matvec_tc): one token leaves it latency-bound, so its f32
-    decode costs little; from 2 tokens matvec.cu's FMAs grow with the tokens, the products
-    on the tensor cores do not."""
+    starting at multiples of 8). At 1 token matvec.cu is as fast or faster: one token leaves
+    it latency-bound, so its f32 decode costs little; from 2 tokens matvec.cu's FMAs grow with
+    the tokens, the products on the tensor cores do not."""
     if not 2 <= T <= 8 or ops.gemm_dtype != np.float16 or K % 64 or any(int(q) not in TC_QTYPES for q in w.qtypes):
         return False
     return len(w.qtypes) == 1 or all(s.row0 % 8 == 0 for s in w.segments)
@@ -169,9 +125,11 @@ def use_tc(ops, T: int, w: QuantLinear, K: int) -> bool:
 
 def use_q8(ops, T: int, w: QuantLinear, normed: bool = True) -> bool:
     """matvec.cu with int8 activations for this one-token launch: f16 gemm_dtype (f32 keeps the
-    exact path the parity tests use) and a format of the weight with an Int8 decoder (a
-    mixed weight's other formats keep the f32 dot)."""
-    return (MV_Q8 and T == 1 and ops.gemm_dtype == np.float16 and (normed or MV_Q8_PLAIN)
+    exact path the parity tests use), a format of the weight with an Int8 decoder (a mixed
+    weight's other formats keep the f32 dot), and a norm-fused x, whose prologue each block
+    runs anyway; a plain x (o_proj, down) only in the staged kernel (t1_stage), whose one
+    block an SM quantizes it, where the unstaged kernel's many blocks would each load it."""
+    return (T == 1 and ops.gemm_dtype == np.float16 and normed
             and any(int(q) in Q8_QTYPES for q in w.qtypes))
 
 
@@ -179,10 +137,12 @@ def stage_plan(ops, w: QuantLinear, n_out: int, mode: int, x_smem: int, exclusiv
     """(grid, teams a block, shared bytes) of a matvec_t1_stage launch, or None where the
     weight does not stage: its rows of a block do not fit half an SM's shared memory (the
     lm_head; Q8_0 gate/up of a 1.7B), more segments than pieces, or rows not whole words; and
-    on a device whose captured kernels do not overlap (no PDL: before Hopper, or
-    SAMEVM_CUDA_PDL=0), as the copy then runs alone before the dot (eager launches, outside
-    the decode graphs, stage on Hopper too: the same kernels the graphs replay)."""
-    if not MV_STAGE or not ops.dev.pdl or len(w.segments) > STAGE_SEGMENTS:
+    on a device whose captured kernels do not overlap (no PDL: before Hopper, or the pdl
+    option off), as the copy then runs alone before the dot (eager launches, outside the
+    decode graphs, stage on Hopper too: the same kernels the graphs replay). An exclusive
+    launch (norm-fused: qkv, gate/up) asks for half an SM, so no SM runs two of its blocks
+    at half speed; the plain ones between them still fit beside it."""
+    if not ops.options.stage_weights or not ops.dev.pdl or len(w.segments) > STAGE_SEGMENTS:
         return None
     row_bytes = [(s.q.shape[1], 0 if s.s is None else s.s.shape[1]) for s in w.segments]
     if any(q % 4 or r % 4 for q, r in row_bytes):
@@ -207,9 +167,8 @@ def matvec(ops, x, w: QuantLinear, bias, act):
     mode = 1 if act == "silu_mul" else 0
     n_out = w.rows // 2 if mode else w.rows
     q8 = use_q8(ops, T, w, isinstance(x, Normed))
-    if T == 1 and n_out >= NORM_ONCE_ROWS and isinstance(x, Normed) and (NORM_ONCE_INT8 or not q8):    # the lm_head
+    if T == 1 and n_out >= ops.options.norm_once_rows and isinstance(x, Normed) and not q8:    # the lm_head
         x = materialize(ops, x)
-        q8 = use_q8(ops, T, w, False)
     if use_tc(ops, T, w, K):
         return matvec_tc(ops, x, w, bias, mode, n_out)
     assert all(s.rows % 2 == 0 for s in w.segments[:-1]), "matvec pairs rows: segments must start at even rows"
@@ -223,7 +182,7 @@ def matvec(ops, x, w: QuantLinear, bias, act):
         x, smem = materialize(ops, x), x_smem(w, tk, q8, False)
     out = ops.alloc((T, n_out), np.float32)
     prologue = isinstance(x, Normed) or q8
-    warps = MV_NORMED_WARPS if tk == 1 and prologue else MV_WARPS[tk]
+    warps = MV_PROLOGUE_WARPS if tk == 1 and prologue else MV_WARPS[tk]
     teams = (n_out + (0 if mode else 1)) // (1 if mode else 2)      # row pairs, or gate/up pairs
     split = mv_split(ops, warps, K, w, teams, tk)
     per_block = warps // split * (1 if mode else 2)
@@ -236,7 +195,7 @@ def matvec(ops, x, w: QuantLinear, bias, act):
                   x.sum_out if x.b is not None else None)
     else:
         inputs = (x, np.int32(K), np.int32(T), None, None, None, np.float32(0), None)
-    module = ops.dev.kernels("matvec", QTYPES=qtype_mask(w), MV_UNROLL=MV_UNROLL, Q8X=int(q8))
+    module = ops.dev.kernels("matvec", QTYPES=qtype_mask(w), MV_UNROLL=ops.options.matvec_unroll, Q8X=int(q8))
     getattr(module, f"matvec_t{tk}" if warps == MV_WARPS[tk] else f"matvec_t{tk}_w{warps}")(grid, (32 * warps,), (
         w.table, np.int32(len(w.segments)), np.int32(K), np.int32(n_out), np.int32(mode), np.int32(split), *inputs,
         bias, out, np.int32(n_out)), smem)
@@ -255,13 +214,13 @@ def x_smem(w: QuantLinear, tk: int, q8: bool, normed: bool) -> int:
 def t1_stage(ops, w: QuantLinear, normed: bool, mode: int):
     """(int8 x?, x's shared bytes, stage_plan) of a one-token launch of w through
     matvec_t1_stage; the plan is None where it does not stage."""
-    q8 = use_q8(ops, 1, w, normed or MV_STAGE_Q8)
+    q8 = use_q8(ops, 1, w, normed=True)        # the staged kernel quantizes a plain x too
     xs = x_smem(w, 1, q8, normed)
-    return q8, xs, stage_plan(ops, w, w.rows // 2 if mode else w.rows, mode, xs, normed and MV_STAGE_EXCLUSIVE)
+    return q8, xs, stage_plan(ops, w, w.rows // 2 if mode else w.rows, mode, xs, exclusive=normed)
 
 
 def matvec_staged(ops, x, w: QuantLinear, bias, mode: int, n_out: int):
-    """One token through matvec_t1_stage (see MV_STAGE); None where the weight does not stage."""
+    """One token through matvec_t1_stage (see stage_plan); None where the weight does not stage."""
     q8, xs, plan = t1_stage(ops, w, isinstance(x, Normed), mode)
     if plan is None:
         return None
@@ -271,7 +230,8 @@ def matvec_staged(ops, x, w: QuantLinear, bias, mode: int, n_out: int):
         inputs = (None, x.a, x.b, x.weight, np.float32(x.eps), x.sum_out if x.b is not None else None)
     else:
         inputs = (x, None, None, None, np.float32(0), None)
-    kernel = ops.dev.kernels("matvec", QTYPES=qtype_mask(w), MV_UNROLL=MV_UNROLL, Q8X=int(q8)).matvec_t1_stage
+    module = ops.dev.kernels("matvec", QTYPES=qtype_mask(w), MV_UNROLL=ops.options.matvec_unroll, Q8X=int(q8))
+    kernel = module.matvec_t1_stage
     kernel.prefer_shared()
     kernel((grid,), (32 * STAGE_WARPS,), (
         w.table, np.int32(len(w.segments)), np.int32(w.cols), np.int32(n_out), np.int32(mode), np.int32(tpb),
@@ -285,8 +245,9 @@ def matvec_tc(ops, x, w: QuantLinear, bias, mode: int, n_out: int):
     T, K = x.shape
     tiles = -(-n_out // (8 if mode == 0 else 4))
     steps = min(K // CHUNK_COLS[int(q)] for q in w.qtypes) // 4     # the tile format with the fewest
-    split = MV_SPLIT or 1
-    while MV_SPLIT is None and 2 * split <= TC_WARPS and steps >= 2 * split * TC_STEPS_PER_WARP:
+    forced = ops.options.matvec_split
+    split = forced or 1
+    while forced is None and 2 * split <= TC_WARPS and steps >= 2 * split * TC_STEPS_PER_WARP:
         split *= 2
     groups = -(-tiles // (TC_WARPS // split))
     smem = 0

@@ -4,15 +4,7 @@ Weights stay in their GGUF formats (weights.py). Activations are f32. `rms_norm`
 lazy `Normed` that the next `linear` fuses into its matvec (or materializes for cuBLAS);
 the residual it returns is filled by that same kernel. Decode steps and short one-sequence
 prefills replay one CUDA graph per padded shape (graphs.py) through `run_forward`, which
-DecoderLM.run calls when a backend has it. Options:
-
-    kv_dtype           "float16" | "bfloat16" | "float32"   KV cache storage
-    gemm_dtype         "float16" | "float32"                 float16: tensor-core kernels from 2 rows (matvec_tc.cu,
-                                                             matmul.cu) and f16 cuBLAS; float32: exact matvec.cu, f32 cuBLAS
-    matvec_max_tokens  rows up to which linear layers use a matvec kernel (graph-capturable)
-    matmul_max_tokens  rows up to which they use matmul.cu (f16 tensor cores; 64 for wide weights; 0 off)
-    graphs             capture decode steps and short prefills (off: every step eager, for debugging)
-    max_prefill_graph  one-sequence prefills up to this many tokens replay a graph (0: none)
+DecoderLM.run calls when a backend has it. Its options are one `config.CudaOptions`.
 """
 from __future__ import annotations
 
@@ -28,6 +20,7 @@ from runtime.backends.cuda.batch import CUDABatch, pack, views
 from runtime.backends.cuda.graphs import StepGraphs
 from runtime.backends.cuda.sampler import Logits, Sampler
 from runtime.backends.cuda.weights import QuantLinear, upload_linear
+from runtime.config import CudaOptions
 from runtime.gguf import GGUFTensor
 from runtime.sampling import SampleOutput, SamplingBatch
 
@@ -46,19 +39,20 @@ class CUDAOps:
     overlaps_steps = True       # token ids -(j + 1) read row j of the last sampling step (dequant.cu)
     feed_rows = FEED_ROWS       # ... for steps of up to this many sampled rows
 
-    def __init__(self, kv_dtype: str = "float16", gemm_dtype: str = "float16",
-                 matvec_max_tokens: int = 8, matmul_max_tokens: int = 32, graphs: bool = True,
-                 max_graph_batch: int = 64, max_prefill_graph: int = 128, device=None):
-        if kv_dtype not in attn.KV_TYPES or gemm_dtype not in ("float16", "float32"):
-            raise ValueError(f"kv_dtype {kv_dtype!r} / gemm_dtype {gemm_dtype!r} not supported")
+    def __init__(self, options: CudaOptions | None = None, device=None, **overrides):
+        """options (or CudaOptions fields as keywords); device: a CupyDevice (the default) or
+        dev/cuda/emulator's EmuDevice."""
+        opts = self.options = CudaOptions(**overrides) if options is None else options
+        assert options is None or not overrides, "pass options or keywords, not both"
         if device is None:
             from runtime.backends.cuda.device import CupyDevice
-            device = CupyDevice()
+            device = CupyDevice(pdl=opts.pdl)
         self.dev, self.xp = device, device.xp
-        self.kv_ctype, self.dtype = attn.KV_TYPES[kv_dtype][0], np.dtype(attn.KV_TYPES[kv_dtype][1])
-        self.gemm_dtype = np.dtype(gemm_dtype)
-        self.matvec_max_tokens, self.matmul_max_tokens = matvec_max_tokens, matmul_max_tokens
-        self.use_graphs, self.max_graph_batch, self.max_prefill_graph = graphs, max_graph_batch, max_prefill_graph
+        self.kv_ctype, self.dtype = attn.KV_TYPES[opts.kv_dtype][0], np.dtype(attn.KV_TYPES[opts.kv_dtype][1])
+        self.gemm_dtype = np.dtype(opts.gemm_dtype)
+        self.matvec_max_tokens, self.matmul_max_tokens = opts.matvec_max_tokens, opts.matmul_max_tokens
+        self.use_graphs, self.max_graph_batch, self.max_prefill_graph = opts.graphs, opts.max_graph_batch, \
+            opts.max_prefill_graph
         self.sampler = Sampler(self)
         self.feed = self.xp.zeros(FEED_ROWS, np.int32)     # the last sampling step's ids
         self.graphs: StepGraphs | None = None
@@ -93,10 +87,12 @@ class CUDAOps:
         attention.py's settings choose them at this call for decode steps of `seqs` sequences
         (attention_decode's per-head arrays are sized by its next power of two)."""
         defines = {"HEAD_DIM": head_dim, "KV_T": self.kv_ctype}
-        mods = {f: self.dev.kernels(f, **defines) for f in (attn.prefill_kernel(self.kv_ctype, head_dim), "rope_kv")}
-        decode = attn.decode_kernel(self.kv_ctype, head_dim, seqs)
+        opts = self.options
+        prefill = attn.prefill_kernel(opts, self.kv_ctype, head_dim)
+        mods = {f: self.dev.kernels(f, **defines) for f in (prefill, "rope_kv")}
+        decode = attn.decode_kernel(opts, self.kv_ctype, head_dim, seqs)
         mods[decode] = self.dev.kernels(decode, MAX_GROUP=1 << (group - 1).bit_length(),
-                                        MIN_SPLIT_POSITIONS=attn.MIN_SPLIT_POSITIONS, **defines)
+                                        MIN_SPLIT_POSITIONS=opts.min_split_positions, **defines)
         return mods
 
     # ---- weights, once at load -----------------------------------------------------
@@ -119,10 +115,11 @@ class CUDAOps:
 
     def kv_cache(self, n_layers, num_blocks, block_size, n_kv_heads, head_dim, n_heads):
         self.dev.use()
-        for seqs in (1, attn.DECODE_TC_MAX_SEQS + 1):      # compile (or load from CuPy's cache) now, not mid-request
+        # compile (or load from CuPy's cache) now, not mid-request
+        for seqs in (1, self.options.decode_tc_max_seqs + 1):
             self.attention_kernels(head_dim, n_heads // n_kv_heads, seqs)
         self.trash_block = num_blocks
-        self.tile_queries = attn.tile_queries(self.kv_ctype, head_dim, n_heads // n_kv_heads)
+        self.tile_queries = attn.tile_queries(self.options, self.kv_ctype, head_dim, n_heads // n_kv_heads)
         max_blocks = max(1, num_blocks)
         self.graphs = StepGraphs(self, max_blocks, self.max_graph_batch, self.max_prefill_graph) \
             if self.use_graphs else None

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from httpkit.errors import APIError
 from runtime.server import loading
 from runtime.server.deps import Server
-from runtime.server.errors import APIError
 from runtime.server.protocol import ReloadRequest
 
 router = APIRouter(prefix="/admin")

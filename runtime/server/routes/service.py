@@ -6,9 +6,9 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from httpkit.errors import APIError
 from runtime.server.chat_prompt import render, template_messages
 from runtime.server.deps import Server
-from runtime.server.errors import APIError
 from runtime.server.generation import encode
 from runtime.server.protocol import DetokenizeRequest, TokenizeRequest
 from runtime.server.routes import add_route

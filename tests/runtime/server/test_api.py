@@ -22,8 +22,8 @@ def reference(server_model, tokenizer_cache):
     """The same model in-process, its weights held as `samevm serve` holds them by default
     (Settings.cpu_dtype): what the server must reproduce (greedy)."""
     from samevm.settings import Settings
-    return LLMEngine(EngineConfig(model=server_model, backend="cpu", cpu_dtype=Settings().cpu_dtype,
-                                  tokenizer_cache=tokenizer_cache, kv_cache_mb=16))
+    return LLMEngine.from_gguf(EngineConfig(model=server_model, backend="cpu", cpu_dtype=Settings().cpu_dtype,
+                                            tokenizer_cache=tokenizer_cache, kv_cache_mb=16))
 
 
 def test_chat_matches_the_engine_and_says_what_served_it(server, reference):

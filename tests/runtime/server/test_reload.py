@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from runtime.synthetic import Shape
+from dev.synthetic import Shape
 from tests.runtime.server.conftest import start_server
 
 PROBE = [{"role": "user", "content": "Which revision are you?"}]

@@ -9,8 +9,8 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, Field
 
+from httpkit.errors import APIError
 from worker.deps import SettingsDep, SttDep, TtsDep
-from worker.errors import ServiceError
 
 router = APIRouter()
 
@@ -48,11 +48,11 @@ async def transcriptions(
 ):
     """Transcribe an uploaded recording with Whisper."""
     if model not in STT_MODELS:
-        raise ServiceError(404, f"unknown transcription model {model!r}; use whisper-1 or whisper-base",
-                           "model_not_found")
+        raise APIError(404, f"unknown transcription model {model!r}; use whisper-1 or whisper-base",
+                       code="model_not_found")
     data = await file.read(settings.max_upload_bytes + 1)
     if len(data) > settings.max_upload_bytes:
-        raise ServiceError(413, f"the upload is over {settings.max_upload_bytes} bytes", "payload_too_large")
+        raise APIError(413, f"the upload is over {settings.max_upload_bytes} bytes", code="payload_too_large")
     words = "word" in timestamp_granularities
     result = await run_in_threadpool(stt.transcribe, data, file.filename or "upload", language or None,
                                      prompt, temperature, words)

@@ -8,8 +8,8 @@ from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field
 
+from httpkit.errors import APIError
 from worker.deps import EmbedderDep
-from worker.errors import ServiceError
 
 router = APIRouter()
 
@@ -29,15 +29,15 @@ class EmbeddingRequest(BaseModel):
 async def embeddings(req: EmbeddingRequest, embedder: EmbedderDep) -> dict:
     """Embed texts with the worker's sentence-embedding model (vectors have unit length)."""
     if req.model not in ALIASES | {embedder.name}:
-        raise ServiceError(404, f"unknown embedding model {req.model!r}; this worker serves {embedder.name!r}",
-                           "model_not_found")
+        raise APIError(404, f"unknown embedding model {req.model!r}; this worker serves {embedder.name!r}",
+                       code="model_not_found")
     texts = [req.input] if isinstance(req.input, str) else req.input
     if not texts or len(texts) > MAX_INPUTS:
-        raise ServiceError(400, f"give 1 to {MAX_INPUTS} input texts")
+        raise APIError(400, f"give 1 to {MAX_INPUTS} input texts")
     if any(not t for t in texts):
-        raise ServiceError(400, "an input text is empty")
+        raise APIError(400, "an input text is empty")
     if req.dimensions is not None and req.dimensions != embedder.dim:
-        raise ServiceError(400, f"{embedder.name} gives {embedder.dim} dimensions, not {req.dimensions}")
+        raise APIError(400, f"{embedder.name} gives {embedder.dim} dimensions, not {req.dimensions}")
     vectors = await run_in_threadpool(embedder.embed, texts)
     tokens = embedder.count_tokens(texts)
 

@@ -13,10 +13,10 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field, ValidationError
 from starlette.datastructures import UploadFile
 
+from httpkit.errors import APIError
 from rag import sources
 from rag.types import Document
 from worker.deps import RagDep, SettingsDep
-from worker.errors import ServiceError
 
 router = APIRouter()
 
@@ -45,16 +45,16 @@ async def _read_form(request: Request, limit: int) -> tuple[str, list[tuple[str,
     files = []
     for item in form.getlist("files") + form.getlist("file"):
         if not isinstance(item, UploadFile):
-            raise ServiceError(400, "`files` must be file uploads")
+            raise APIError(400, "`files` must be file uploads")
         data = await item.read(limit + 1)
         if len(data) > limit:
-            raise ServiceError(413, f"{item.filename}: over the upload limit of {limit} bytes", "payload_too_large")
+            raise APIError(413, f"{item.filename}: over the upload limit of {limit} bytes", code="payload_too_large")
         files.append((item.filename or "upload", data))
     collection = form.get("collection") or "default"
     if not isinstance(collection, str):
-        raise ServiceError(400, "`collection` must be a text field")
+        raise APIError(400, "`collection` must be a text field")
     if not files:
-        raise ServiceError(400, "no files in the form (send them as `files`)")
+        raise APIError(400, "no files in the form (send them as `files`)")
     return collection, files
 
 
@@ -62,10 +62,10 @@ def _json_request(raw: bytes) -> IngestJson:
     try:
         body = IngestJson.model_validate_json(raw)
     except ValidationError as e:
-        raise ServiceError(400, f"not a valid ingest request: {e.errors()[0]['msg']} at "
-                                f"{'.'.join(map(str, e.errors()[0]['loc'])) or 'the body'}") from e
+        raise APIError(400, f"not a valid ingest request: {e.errors()[0]['msg']} at "
+                            f"{'.'.join(map(str, e.errors()[0]['loc'])) or 'the body'}") from e
     if not body.texts and not body.paths:
-        raise ServiceError(400, "nothing to ingest: give texts, paths, or upload files")
+        raise APIError(400, "nothing to ingest: give texts, paths, or upload files")
     return body
 
 
@@ -113,10 +113,10 @@ def delete_document(rag: RagDep, collection: str = "default",
                     source: str | None = Query(None, max_length=1000)) -> dict:
     """Delete one document, named by doc_id or by source."""
     if not doc_id and not source:
-        raise ServiceError(400, "say which document: doc_id or source")
+        raise APIError(400, "say which document: doc_id or source")
     n = rag.delete(collection, doc_id=doc_id, source=source)
     if n == 0:
-        raise ServiceError(404, f"no document {doc_id or source!r} in {collection!r}", "not_found_error")
+        raise APIError(404, f"no document {doc_id or source!r} in {collection!r}", code="not_found_error")
     return {"collection": collection, "deleted_chunks": n}
 
 

@@ -19,7 +19,7 @@
 // Why: attention_decode.cu's per-position dot products and shuffles were ~1,600 serial
 // instructions a warp for a 48-position split, ~10 us a layer on an H100 at L = 384 against
 // ~0.5 us for the bytes; here a warp's 16 positions are 16 + 16 mma at D = 128.
-// Reference: cpu.py CPUOps.attention (check.py check_attention, f16 cache). Compile: nvcc
+// Reference: cpu.py CPUOps.attention (dev/cuda/check.py check_attention, f16 cache). Compile: nvcc
 // -arch=sm_90 -cubin -I. -DHEAD_DIM=128 attention_decode_tc.cu.
 #include "flash.cuh"
 #include "rope.cuh"

@@ -12,7 +12,7 @@
 // softmax's max, sum and rescaling in f32).
 // Why: the f32 kernel reads a shared-memory operand for every FMA and ran at ~15 TFLOP/s;
 // on the H100 it was 86% of a 2048-token prefill of a 0.6B model (46.8 of 54.3 ms).
-// Reference: cpu.py CPUOps.attention (check.py check_attention, f16 cache). Compile: nvcc
+// Reference: cpu.py CPUOps.attention (dev/cuda/check.py check_attention, f16 cache). Compile: nvcc
 // -arch=sm_90 -cubin -I. -DHEAD_DIM=128 -DKV_T=__half attention_prefill_tc.cu.
 #include "flash.cuh"
 

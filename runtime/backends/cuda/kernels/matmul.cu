@@ -5,7 +5,7 @@
 //   mode 1:  y[t, j] = silu(W[j] . x[t]) * (W[F + j] . x[t])             j < F = N / 2
 //   x f16 [ntok, K] (row stride ldx), y f32 [ntok, ldy].
 //
-// Reference: check.py check_linear (torch on gguf-dequantized weights).
+// Reference: dev/cuda/check.py check_linear (torch on gguf-dequantized weights).
 // Compile check: nvcc -arch=sm_90 -cubin -I. matmul.cu (tests compile it for sm_80, sm_90).
 //
 // Work split: a block of 4 warps owns a tile of 64 weight rows (mode 0) or of 32 gate rows and

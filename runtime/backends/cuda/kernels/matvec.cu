@@ -7,7 +7,7 @@
 //   x[t] = rmsnorm(a[t] + b[t]) * norm_w, with a[t] + b[t] stored to norm_sum (the new
 //   residual stream) by the blocks of blockIdx.x == 0.
 //
-// Reference: check.py ref_linear / ref_rms_norm (torch on gguf-dequantized weights).
+// Reference: dev/cuda/check.py ref_linear / ref_rms_norm (torch on gguf-dequantized weights).
 // Compile check: nvcc -arch=sm_90 -cubin -I. matvec.cu (tests compile it for sm_80, sm_90).
 //
 // Work split: W warps a block (4 at T = 1, 8 there with a prologue, else 8) in W / S row teams

@@ -5,7 +5,7 @@
 //   mode 1:  y[t, j] = silu(W[j] . x[t]) * (W[F + j] . x[t])             j < F = N / 2
 //   x is given ([ntok, K] f32, row stride ldx) or made by norm.cuh's prologue, as in matvec.cu.
 //
-// Reference: check.py check_linear / check_matvec_splits (torch on gguf-dequantized weights).
+// Reference: dev/cuda/check.py check_linear / check_matvec_splits (torch on gguf-dequantized weights).
 // Compile check: nvcc -arch=sm_90 -cubin -I. matvec_tc.cu (tests compile it for sm_80, sm_90).
 //
 // Why: matvec.cu decodes in f32 at ~6 instructions a weight (byte_perm, the offset FADD, the

@@ -1,6 +1,6 @@
 // The residual add + RMSNorm prologue of the norm-fused matvec kernels (matvec.cu,
 // matvec_tc.cu): each block norms the token rows it multiplies into shared memory.
-// Reference: check.py ref_rms_norm (cpu.py CPUOps.rms_norm).
+// Reference: dev/cuda/check.py ref_rms_norm (cpu.py CPUOps.rms_norm).
 #pragma once
 #include "common.cuh"
 

@@ -1,4 +1,4 @@
-"""python -m runtime.backends.cuda.check [--emulator] [--no-timing]
+"""python -m dev.cuda.check [--emulator] [--no-timing]   (from the repository root)
 
 Checks every kernel, through the op that launches it, against the CPU reference (cpu.py on
 gguf-dequantized weights) on fresh random inputs of several shapes, every output buffer
@@ -10,13 +10,14 @@ from __future__ import annotations
 import argparse
 import sys
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 from gguf import GGMLQuantizationType as Q
 from gguf import quants
 
+from dev.synthetic import random_kquant
 from runtime.backends import AttentionParams, ForwardBatch
 from runtime.backends.cpu import CPUOps
 from runtime.backends.cuda import CUDAOps
@@ -28,7 +29,6 @@ from runtime.backends.cuda.weights import QuantLinear
 from runtime.gguf import GGUFTensor
 from runtime.models.rope import rope_tables
 from runtime.sampling import SamplingBatch, SamplingParams
-from runtime.synthetic import random_kquant
 
 QTYPES = [Q.F32, Q.F16, Q.BF16, Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q8_0, Q.Q4_K, Q.Q5_K, Q.Q6_K]
 
@@ -45,16 +45,15 @@ class Result:
 
 
 @contextmanager
-def settings(**values):
-    """linear.py's module settings set for the block, restored after."""
-    keep = {k: getattr(linear_mod, k) for k in values}
-    for k, v in values.items():
-        setattr(linear_mod, k, v)
+def options(ops: CUDAOps, **values):
+    """ops' CudaOptions changed for the block (kernel choices: stage_weights, matvec_split,
+    norm_once_rows), restored after."""
+    keep = ops.options
+    ops.options = replace(keep, **values)
     try:
         yield
     finally:
-        for k, v in keep.items():
-            setattr(linear_mod, k, v)
+        ops.options = keep
 
 
 def rel_err(got, ref) -> float:
@@ -136,7 +135,7 @@ def check_linear(ops: CUDAOps, rng, qtypes=QTYPES) -> list[Result]:
             nw = (1 + 0.1 * rng.standard_normal(K)).astype(np.float32)
             bias = rng.standard_normal(75).astype(np.float32)
             h_ref, s_ref = cpu.rms_norm(torch.from_numpy(a), torch.from_numpy(nw), 1e-6, torch.from_numpy(b))
-            with settings(MV_STAGE=stage):
+            with options(ops, stage_weights=stage):
                 for gdt in ("float32", "float16"):
                     ops.gemm_dtype = np.dtype(gdt)
                     ops._loaded.clear()
@@ -156,17 +155,11 @@ def check_linear(ops: CUDAOps, rng, qtypes=QTYPES) -> list[Result]:
                     out.append(Result(f"linear {qtype.name} K={K} T={T} {kind_gu} silu(gate)*up",
                                       rel_err(dev.to_host(y), ref_gu), TOL[kind_gu]))
     tall = random_tensor("tall", Q.Q6_K, 9001, 256, rng)     # more row groups than the grid: blocks loop
-    a = rng.standard_normal((2, 256)).astype(np.float32)
-    ops._loaded.clear()
-    wq = ops.linear_weight([tall])
-    y = ops.linear(Normed(dev.upload(a), None, dev.upload(np.ones(256, np.float32)), 1e-6, None), wq)
-    ref = cpu.linear(cpu.rms_norm(torch.from_numpy(a), torch.ones(256), 1e-6)[0], dequant(tall)).numpy()
-    out.append(Result(f"linear Q6_K 9001x256 norm {path(ops, 2, w=wq)} (blocks loop over row groups)",
-                      rel_err(dev.to_host(y), ref), TOL[path(ops, 2, w=wq)]))
-    # One plain token row: the f32 dot in a block a row group, and the int8 one (MV_Q8_PLAIN)
-    # quantizing x from global memory, its grid capped; then staged, 35 teams a block.
-    for plain_q8, stage in ((False, False), (True, False), (False, True)):
-        with settings(MV_Q8_PLAIN=plain_q8, MV_STAGE=stage, MV_STAGE_Q8=False):
+    result, a, wq = check_normed(ops, tall, 2, rng, "linear Q6_K 9001x256", "blocks loop over row groups")
+    out.append(result)
+    # One plain token row: the f32 dot in a block a row group; then staged (int8 x), 35 teams a block.
+    for stage in (False, True):
+        with options(ops, stage_weights=stage):
             y = ops.linear(dev.upload(a[:1]), wq)
             kind = path(ops, 1, w=wq, normed=False)
         out.append(Result(f"linear Q6_K 9001x256 T=1 {kind} plain x (blocks loop over row groups)",
@@ -175,13 +168,8 @@ def check_linear(ops: CUDAOps, rng, qtypes=QTYPES) -> list[Result]:
     # 6 rows of a 1536-wide norm: exactly 48 KiB of dynamic shared memory next to the kernel's
     # static arrays, which needs the launch attribute raised (the 1.5B's lm_head failed here).
     wide = random_tensor("wide", Q.Q8_0, 40, 1536, rng)
-    a = rng.standard_normal((6, 1536)).astype(np.float32)
-    ops._loaded.clear()
-    wq = ops.linear_weight([wide])
-    y = ops.linear(Normed(dev.upload(a), None, dev.upload(np.ones(1536, np.float32)), 1e-6, None), wq)
-    ref = cpu.linear(cpu.rms_norm(torch.from_numpy(a), torch.ones(1536), 1e-6)[0], dequant(wide)).numpy()
-    out.append(Result(f"linear Q8_0 K=1536 T=6 norm {path(ops, 6, w=wq)} (48 KiB dynamic shared memory)",
-                      rel_err(dev.to_host(y), ref), TOL[path(ops, 6, w=wq)]))
+    result, a, _ = check_normed(ops, wide, 6, rng, "linear Q8_0 K=1536 T=6", "48 KiB dynamic shared memory")
+    out.append(result)
     # A prefill chunk that ends no prompt asks the lm_head for zero rows.
     y = ops.linear(Normed(dev.upload(a[:0]), None, dev.upload(np.ones(1536, np.float32)), 1e-6, None), ops.linear_weight([wide]))
     out.append(Result("linear with 0 token rows: shape (0, 40)", 0.0 if tuple(y.shape) == (0, 40) else 1.0, 0.0))
@@ -208,11 +196,24 @@ def check_linear(ops: CUDAOps, rng, qtypes=QTYPES) -> list[Result]:
     return out
 
 
+def check_normed(ops: CUDAOps, t: GGUFTensor, T: int, rng, label: str, note: str):
+    """T random rows, normed (unit weight, no residual) into the linear of t, against the CPU
+    reference: (the Result, the rows, the uploaded weight)."""
+    cpu, dev, K = CPUOps(), ops.dev, t.shape[1]
+    a = rng.standard_normal((T, K)).astype(np.float32)
+    ops._loaded.clear()
+    wq = ops.linear_weight([t])
+    y = ops.linear(Normed(dev.upload(a), None, dev.upload(np.ones(K, np.float32)), 1e-6, None), wq)
+    ref = cpu.linear(cpu.rms_norm(torch.from_numpy(a), torch.ones(K), 1e-6)[0], dequant(t)).numpy()
+    kind = path(ops, T, w=wq)
+    return Result(f"{label} norm {kind} ({note})", rel_err(dev.to_host(y), ref), TOL[kind]), a, wq
+
+
 def check_matvec_splits(ops: CUDAOps, rng) -> list[Result]:
     """matvec.cu (f32) and matvec_tc.cu (f16) with each team size forced: a row count that
     ends mid-tile (the last team reads rows again and stores none of them), norm-fused and
     plain, gate/up, at 1, 5 and 8 tokens."""
-    with settings(MV_STAGE=False):     # forced splits: the unstaged kernels (matvec_t1_stage has none)
+    with options(ops, stage_weights=False):     # forced splits: the unstaged kernels (matvec_t1_stage has none)
         out, cpu, dev = [], CPUOps(), ops.dev
         K = 1024
         plain = random_tensor("w", Q.Q6_K, 301, K, rng)
@@ -232,17 +233,15 @@ def check_matvec_splits(ops: CUDAOps, rng) -> list[Result]:
                 ref_gu = cpu.linear(ref_normed(kind, wgu, a, b, nw, h_ref), Wgu, act="silu_mul").numpy()
                 kind_p = path(ops, T, w=wp, normed=False)
                 ref_p = cpu.linear(ref_x(kind_p, torch.from_numpy(a)), W).numpy()
-                cases = [(4, s) for s in (1, 2, 4) + ((8,) if T > 1 else ())]
-                if T == 1:      # one-token launches with a prologue in blocks of 8 (MV_NORMED_WARPS)
-                    cases += [(8, 1), (8, 2), (8, 4), (8, 8)]
-                for warps, split in cases:
-                    tag = f"T={T} split={split}" + (f" {warps} warps" if warps != 4 else "")
-                    with settings(MV_SPLIT=split, MV_NORMED_WARPS=warps):
+                # one token: norm-fused launches in blocks of 8 warps (MV_PROLOGUE_WARPS), plain ones of 4
+                for split in (1, 2, 4, 8):
+                    tag = f"T={T} split={split}"
+                    with options(ops, matvec_split=split):
                         y = ops.linear(Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, None), wp)
                         out.append(Result(f"{kind} Q6_K 301x{K} {tag} norm", rel_err(dev.to_host(y), ref_plain), TOL[kind]))
                         y = ops.linear(Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, None), wgu, act="silu_mul")
                         out.append(Result(f"{kind} Q4_K gate/up 2x130x{K} {tag} norm", rel_err(dev.to_host(y), ref_gu), TOL[kind]))
-                        if T > 1 or warps == 4:     # a plain x at one token runs blocks of 4 warps whatever MV_NORMED_WARPS
+                        if T > 1 or split <= linear_mod.MV_WARPS[1]:
                             y = ops.linear(dev.upload(a), wp)
                             out.append(Result(f"{kind_p} Q6_K 301x{K} {tag} plain x", rel_err(dev.to_host(y), ref_p), TOL[kind_p]))
         ops.gemm_dtype = keep
@@ -281,9 +280,9 @@ def check_t1_segments(ops: CUDAOps, rng) -> list[Result]:
              ("with float rows", [(Q.Q4_K, 64), (Q.F16, 32)], 512, 1 << 30, {}),     # not matvec.cu's one_pass
              ("no residual", [(Q.Q4_K, 64), (Q.Q6_K, 32)], 1536, 1 << 30, {"b": False}),
              ("zero input", [(Q.Q4_K, 64)], 512, 1 << 30, {"b": False, "zero": True}),
-             ("norm once", [(Q.Q6_K, 200)], 512, 64, {}),
-             ("wide, int8", [(Q.Q6_K, 200)], 512, -64, {}),    # the lm_head with int8 x: normed in its prologue
-             ("wide, int8, one SM", [(Q.Q6_K, 200)], 512, -64, {"sm": 1}),   # 3 blocks walk 13 row groups
+             ("norm once", [(Q.Q6_K, 200)], 512, 64, {"f32": True}),    # the lm_head with f32 dots: normed first
+             ("wide, int8", [(Q.Q6_K, 200)], 512, 64, {}),    # the lm_head with int8 x: normed in its prologue
+             ("wide, int8, one SM", [(Q.Q6_K, 200)], 512, 64, {"sm": 1}),   # 3 blocks walk 13 row groups
              ("4 SMs", [(Q.Q4_K, 64), (Q.Q6_K, 40)], 512, 1 << 30, {"sm": 4}),   # staged: 13 teams a block
              ("scale rows of 12 bytes", [(Q.Q8_0, 50)], 192, 1 << 30, {})]       # staged in 4-byte copies
     # each case staged in shared memory (where it fits: linear.py t1_stage) and not
@@ -295,17 +294,18 @@ def check_t1_segments(ops: CUDAOps, rng) -> list[Result]:
         h_ref, s_ref = cpu.rms_norm(torch.from_numpy(a), torch.from_numpy(nw), 1e-6,
                                     None if b is None else torch.from_numpy(b))
         ops._loaded.clear()
-        keep = dev.sm_count
+        keep, keep_dtype = dev.sm_count, ops.gemm_dtype
         dev.sm_count = opt.get("sm", dev.sm_count)
-        try:        # norm_once < 0: the lm_head path keeping int8 x
-            with settings(MV_STAGE=stage, NORM_ONCE_ROWS=abs(norm_once), NORM_ONCE_INT8=norm_once > 0):
+        ops.gemm_dtype = np.dtype(np.float32) if opt.get("f32") else keep_dtype
+        try:
+            with options(ops, stage_weights=stage, norm_once_rows=norm_once):
                 s_out = ops.alloc((1, K), np.float32)
                 wq = ops.linear_weight(ts)
                 y = ops.linear(Normed(dev.upload(a), None if b is None else dev.upload(b), dev.upload(nw), 1e-6, s_out), wq)
-                fused = wq.rows < norm_once or norm_once < 0
+                fused = wq.rows < norm_once or linear_mod.use_q8(ops, 1, wq)    # int8 x keeps the norm in its prologue
                 kind = path(ops, 1, w=wq, normed=fused)     # norm run once: plain x
         finally:
-            dev.sm_count = keep
+            dev.sm_count, ops.gemm_dtype = keep, keep_dtype
         # int8 x for the rows of int8-dotted formats only: float rows are dotted with x as it is
         ref = torch.cat([cpu.linear(ref_normed(kind, wq, a, b, nw, h_ref, fused) if int(t.qtype) in linear_mod.Q8_QTYPES else h_ref, dequant(t))
                          for t in ts], -1).numpy()
@@ -326,7 +326,7 @@ def check_t1_segments(ops: CUDAOps, rng) -> list[Result]:
     keep = dev.sm_count
     dev.sm_count = 8
     try:
-        with settings(MV_STAGE=True):
+        with options(ops, stage_weights=True):
             y, ygu = ops.linear(dev.upload(a), wp), ops.linear(dev.upload(a), wgu, act="silu_mul")
             ygn = ops.linear(Normed(dev.upload(a), dev.upload(b), dev.upload(nw), 1e-6, None), wgu, act="silu_mul")
             kind, kind_gu = path(ops, 1, w=wp, normed=False), path(ops, 1, w=wgu, normed=False, mode=1)
@@ -409,7 +409,7 @@ def check_attention(ops: CUDAOps, rng, kv_dtype: str, Hq: int, Hkv: int, D: int,
     gpu_cache[:, :, :nblocks * bs] = cache
     kv = dev.upload(kv_store(gpu_cache, kv_dtype))
     ops.kv_ctype = attn.KV_TYPES[kv_dtype][0]
-    ops.tile_queries = attn.tile_queries(ops.kv_ctype, D, Hq // Hkv)
+    ops.tile_queries = attn.tile_queries(ops.options, ops.kv_ctype, D, Hq // Hkv)
     host, where, nrows = pack(fb, ops.tile_queries)
     cfb = views(fb, dev.upload(host), where, nrows, fb.is_decode)
     got = ops.attention(dev.upload(qkv), kv, 0, cfb, ops.rope_cache(cos, sin), AttentionParams(
@@ -497,7 +497,7 @@ def main() -> None:
     ap.add_argument("--no-timing", action="store_true")
     args = ap.parse_args()
     if args.emulator:
-        from runtime.backends.cuda.emulator import EmuDevice
+        from dev.cuda.emulator import EmuDevice
         ops = CUDAOps(device=EmuDevice())
     else:
         ops = CUDAOps()
@@ -508,7 +508,7 @@ def main() -> None:
     print(f"{len(results) - len(bad)}/{len(results)} kernel checks passed "
           f"(worst relative error {max(r.err / r.tol for r in results if r.tol) :.2f} of tolerance)")
     if not args.emulator and not args.no_timing:
-        from runtime.backends.cuda.timing import report
+        from dev.cuda.timing import report
         report(CUDAOps())
     sys.exit(1 if bad else 0)
 

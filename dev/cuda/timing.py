@@ -7,9 +7,12 @@ per-kernel launch gap a decode step pays; GB/s counts bytes the kernel must move
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from gguf import GGMLQuantizationType as Q
 
+from dev.synthetic import random_kquant
 from runtime.backends import AttentionParams, ForwardBatch
 from runtime.backends.cuda import attention as attn_mod
 from runtime.backends.cuda.batch import pack, views
@@ -17,7 +20,6 @@ from runtime.backends.cuda.device import CaptureError
 from runtime.backends.cuda.graphs import Arena
 from runtime.backends.cuda.linear import Normed
 from runtime.gguf import GGUFTensor
-from runtime.synthetic import random_kquant
 
 L2_BYTES = 50 << 20
 
@@ -140,13 +142,14 @@ def report(ops) -> list[dict]:
         chosen = attn_mod.splits(ops, B, Hkv)
         for S in sorted({chosen, 2, 4, 8, 16, 32} if B == 1 else {chosen, 1, 2, 4}):
             for tc in (False, True):            # attention_decode.cu, then attention_decode_tc.cu
-                keep = attn_mod.splits, attn_mod.DECODE_TC, attn_mod.DECODE_TC_MAX_SEQS
-                attn_mod.splits, attn_mod.DECODE_TC, attn_mod.DECODE_TC_MAX_SEQS = (lambda ops, n, h: S), tc, B
+                keep = attn_mod.splits, ops.options
+                attn_mod.splits = lambda ops, n, h: S
+                ops.options = replace(keep[1], attention_tc=tc, decode_tc_max_seqs=B)
                 try:
-                    name = attn_mod.decode_kernel(ops.kv_ctype, D, B)
+                    name = attn_mod.decode_kernel(ops.options, ops.kv_ctype, D, B)
                     us = graph_us(ops, lambda i: ops.attention(qkv, kv, 0, cfb, rope, p), 1, 16)
                 finally:
-                    attn_mod.splits, attn_mod.DECODE_TC, attn_mod.DECODE_TC_MAX_SEQS = keep
+                    attn_mod.splits, ops.options = keep
                 add(f"{name} B={B} L={L} S={S}{' (chosen)' if S == chosen else ''} (Hq 16, Hkv 8, D 128, f16)",
                     us, 2 * B * L * Hkv * D * 2)
 
@@ -158,17 +161,17 @@ def report(ops) -> list[dict]:
                           np.array([0, L], np.int32), np.array([L], np.int32), tables, np.array([L - 1], np.int32), bs)
         qkv = xp.asarray(rng.standard_normal((L, (Hq + 2 * Hkv) * D)).astype(np.float32))
         flops = 4 * Hq * D * L * (L + 1) / 2
-        keep_tc, keep_tiles = attn_mod.PREFILL_TC, ops.tile_queries
+        keep_options, keep_tiles = ops.options, ops.tile_queries
         for tc in (False, True):
-            attn_mod.PREFILL_TC = tc
-            ops.tile_queries = attn_mod.tile_queries(ops.kv_ctype, D, Hq // Hkv)
+            ops.options = replace(keep_options, attention_tc=tc)
+            ops.tile_queries = attn_mod.tile_queries(ops.options, ops.kv_ctype, D, Hq // Hkv)
             host, where, nr = pack(fb, ops.tile_queries)
             cfb = views(fb, dev.upload(host), where, nr, False)
             try:
                 us = graph_us(ops, lambda i: ops.attention(qkv, kv, 0, cfb, rope, p), 1, 4)
             finally:
-                attn_mod.PREFILL_TC, ops.tile_queries = keep_tc, keep_tiles
-            add(f"rope_kv + {attn_mod.prefill_kernel(ops.kv_ctype, D) if tc else 'attention_prefill'} T={L} "
+                ops.options, ops.tile_queries = keep_options, keep_tiles
+            add(f"rope_kv + {attn_mod.prefill_kernel(ops.options, ops.kv_ctype, D) if tc else 'attention_prefill'} T={L} "
                 f"({flops / us / 1e6:.0f} TFLOP/s; Hq 16, Hkv 8, D 128, f16)", us, 2 * L * Hkv * D * 2 + 8 * L * Hq * D)
 
     for R in (1, 64):

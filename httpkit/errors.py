@@ -1,7 +1,10 @@
-"""OpenAI-style errors: every refusal is {"error": {"message", "type", "param", "code"}}.
+"""OpenAI-style errors for both services: every refusal is
+{"error": {"message", "type", "param", "code"}}.
 
-Routes raise APIError; FastAPI's request validation (bad JSON, wrong types, unknown
-fields) becomes a 400 naming the offending parameter, as OpenAI answers.
+Routes and services raise APIError; `install` turns it, FastAPI's request validation (bad
+JSON, wrong types, unknown fields: a 400 naming the offending parameter, as OpenAI answers)
+and Starlette's HTTP exceptions into that body. Each service adds handlers for its own
+exceptions with `error_response`.
 """
 from __future__ import annotations
 
@@ -18,14 +21,14 @@ TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permis
 
 
 class APIError(Exception):
-    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None):
+    def __init__(self, status: int, message: str, *, param: str | None = None, code: str | None = None, **extra):
         super().__init__(message)
-        self.status, self.message, self.param, self.code = status, message, param, code
+        self.status, self.message, self.param, self.code, self.extra = status, message, param, code, extra
 
 
-def error_body(status: int, message: str, param: str | None = None, code: str | None = None) -> dict:
+def error_body(status: int, message: str, *, param: str | None = None, code: str | None = None, **extra) -> dict:
     return {"error": {"message": message, "type": TYPES.get(status, "server_error"),
-                      "param": param, "code": code}}
+                      "param": param, "code": code, **extra}}
 
 
 class ErrorJSON(JSONResponse):
@@ -36,9 +39,9 @@ class ErrorJSON(JSONResponse):
         return json.dumps(content, ensure_ascii=True, separators=(",", ":")).encode("ascii")
 
 
-def error_response(status: int, message: str, param: str | None = None, code: str | None = None,
-                   headers: dict | None = None) -> JSONResponse:
-    return ErrorJSON(error_body(status, message, param, code), status_code=status, headers=headers)
+def error_response(status: int, message: str, *, param: str | None = None, code: str | None = None,
+                   headers: dict | None = None, **extra) -> JSONResponse:
+    return ErrorJSON(error_body(status, message, param=param, code=code, **extra), status_code=status, headers=headers)
 
 
 def _param(loc: tuple) -> str | None:
@@ -61,7 +64,7 @@ def _validation_message(err: dict) -> str:
 def install(app: FastAPI) -> None:
     @app.exception_handler(APIError)
     async def _api_error(_: Request, e: APIError):
-        return error_response(e.status, e.message, e.param, e.code)
+        return error_response(e.status, e.message, param=e.param, code=e.code, **e.extra)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, e: RequestValidationError):
@@ -71,7 +74,7 @@ def install(app: FastAPI) -> None:
         message = _validation_message(first)
         if len(errors) > 1:
             message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
-        return error_response(400, message, _param(first["loc"]), code)
+        return error_response(400, message, param=_param(first["loc"]), code=code)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, e: StarletteHTTPException):
