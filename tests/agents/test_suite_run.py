@@ -97,7 +97,7 @@ def test_a_suite_file_given_by_path_with_runtime_facts(suite_cli, tmp_path):
                                    str(path))
     assert code == 0, checks(report)
     assert report["suite_file"] == str(path)
-    assert [t["function"]["name"] for t in fake.requests[0]["tools"]] == ["runtime_status", "runtime_models", "final_answer"]
+    assert [t["function"]["name"] for t in fake.requests[0]["tools"]] == ["runtime_status", "runtime_models"]
 
 
 def seed_of(body: dict) -> int:
