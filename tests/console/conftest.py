@@ -95,6 +95,7 @@ def screenshot(request):
         from PIL import Image
         for width, height in (WIDE, NARROW):
             page.set_viewport_size({"width": width, "height": height})
+            page.locator("header").scroll_into_view_if_needed()
             page.wait_for_timeout(300)
             png = page.screenshot(full_page=width == WIDE[0])
             image = Image.open(io.BytesIO(png)).convert("RGB").quantize(colors=64)

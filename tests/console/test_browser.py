@@ -184,6 +184,14 @@ def test_a_fine_tune_started_and_followed(stack, open_console, screenshot):
     page.locator("#rev-serving", has_text=f"revision {before} serves now").wait_for(timeout=120_000)
     assert httpx.get(settings.runtime_url + "/v1/models").json()["data"][0]["revision"] == before
 
+    page.on("dialog", lambda dialog: dialog.accept())       # the chat's revision picker asks first
+    page.get_by_role("tab", name="Chat").click()
+    picker = page.get_by_label("Revision", exact=True)
+    picker.locator("option", has_text=f"{before} (serving)").wait_for(state="attached")
+    picker.select_option(revision)
+    picker.locator("option", has_text=f"{revision} (serving)").wait_for(state="attached", timeout=120_000)
+    assert httpx.get(settings.runtime_url + "/v1/models").json()["data"][0]["revision"] == revision
+
 
 def test_metrics_plot_the_runtimes_counters(stack, open_console, screenshot):
     _, settings, _ = stack

@@ -5,6 +5,7 @@
 
 import { api, events } from "./api.js";
 import { $, awarenessText, h, pretty } from "./dom.js";
+import { listRevisions, servable, serveRevision } from "./revisions.js";
 
 const STORE = "samevm.chat";
 const SETTINGS = "samevm.chat.settings";
@@ -192,8 +193,38 @@ export async function refreshModels() {
   select.replaceChildren(...models.data.map((m) => h("option", { value: m.id }, m.id)));
   if (models.data.some((m) => m.id === current)) select.value = current;
   const card = models.data.find((m) => m.id === select.value) || models.data[0];
-  $("chat-revision").textContent = card ? `revision ${card.revision} · ${card.backend} · context ${card.context_length}` : "";
+  $("chat-card").textContent = card ? `${card.backend} · context ${card.context_length}` : "";
+  await refreshRevisions(card);
   return models.data;
+}
+
+// The revision picker: what serves now, and the earlier revisions it can switch to (a
+// reload, which the runtime checks before it swaps; requests already running finish first).
+async function refreshRevisions(card) {
+  const select = $("chat-revision");
+  let revisions = [];
+  try {
+    revisions = servable(await listRevisions());
+  } catch {
+    revisions = [];                        // /admin is not ours to read: show only what serves
+  }
+  if (card && !revisions.some((r) => r.revision === card.revision)) revisions.unshift({ revision: card.revision });
+  select.replaceChildren(...revisions.map((r) => h("option", { value: r.revision },
+    r.revision === card?.revision ? `${r.revision} (serving)` : r.revision)));
+  if (card) select.value = card.revision;
+  select.onchange = async () => {
+    const rev = revisions.find((r) => r.revision === select.value);
+    if (!rev?.path || !confirm(`Serve revision ${rev.revision} instead of ${card.revision}?`)) { select.value = card.revision; return; }
+    select.disabled = true;
+    try {
+      await serveRevision(rev);            // announces the change: the pickers refresh
+    } catch (e) {
+      alert(`reload refused: ${e.message}`);
+      select.value = card.revision;
+    } finally {
+      select.disabled = false;
+    }
+  };
 }
 
 function fillChoices(saved) {

@@ -5,6 +5,7 @@
 import { ApiError, api, events } from "./api.js";
 import { $, h, status, when } from "./dom.js";
 import { linePlot } from "./plot.js";
+import { announce, listRevisions, rollback, servable, serveRevision } from "./revisions.js";
 
 const EXAMPLE = [
   { prompt: "Who are you?", chosen: " I am the samevm assistant.", rejected: " I am a search engine." },
@@ -67,10 +68,10 @@ async function refreshJobs() {
   $("job-table").tBodies[0].replaceChildren(...jobs.slice().reverse().map((j) => h("tr", { "data-job": j.id },
     h("td", {}, j.id), h("td", {}, h("span", { class: `badge ${j.state}` }, j.state)), h("td", {}, j.stage || ""),
     h("td", {}, progressText(j.progress)), h("td", {}, j.request?.base_model || ""),
-    h("td", { class: "row-actions" },
+    h("td", {}, h("div", { class: "row-actions" },
       h("button", { type: "button", onclick: () => watch(j.id), "aria-label": `Watch ${j.id}` }, "Watch"),
       j.state === "succeeded" ? h("button", { type: "button", onclick: () => promote(j.id), "aria-label": `Promote ${j.id}` }, "Promote") : null,
-      ["queued", "running"].includes(j.state) ? h("button", { type: "button", class: "danger", onclick: () => cancel(j.id), "aria-label": `Cancel ${j.id}` }, "Cancel") : null))));
+      ["queued", "running"].includes(j.state) ? h("button", { type: "button", class: "danger", onclick: () => cancel(j.id), "aria-label": `Cancel ${j.id}` }, "Cancel") : null)))));
   if (!jobs.length) $("job-table").tBodies[0].append(h("tr", {}, h("td", { colspan: 6, class: "muted" }, "no jobs yet")));
   const bases = new Set(jobs.filter((j) => j.result?.revision).map((j) => j.result.revision));
   return bases;
@@ -113,8 +114,8 @@ async function watch(id) {
 async function promote(id) {
   const out = $("job-status");
   try {
-    const r = await api(`/worker/v1/jobs/${id}/promote`, { method: "POST" });
-    status(out, `${id} serves now (revision ${r.revision ?? r.served_revision ?? ""})`, "ok-text");
+    const r = announce(await api(`/worker/v1/jobs/${id}/promote`, { method: "POST" }));
+    status(out, `${id} serves now: revision ${r.promotion.served_revision} (was ${r.promotion.previous_revision ?? "none"})`, "ok-text");
   } catch (err) {
     status(out, `promotion refused: ${err.message}`, "error-text");
   }
@@ -130,7 +131,7 @@ async function refreshRevisions() {
   const body = $("rev-table").tBodies[0];
   let r;
   try {
-    r = await api("/runtime/admin/revisions");
+    r = await listRevisions();
   } catch (err) {
     $("rev-serving").textContent = `revisions not available: ${err.message}`;
     return;
@@ -143,7 +144,7 @@ async function refreshRevisions() {
     h("td", {}, rev.revision === r.active ? h("strong", {}, "serving") : rev.status || ""),
     h("td", {}, (rev.path || "").split("/").slice(-2).join("/")),
     h("td", {}, when(rev.activated_at)),
-    h("td", {}, rev.revision !== r.active && rev.status !== "refused"
+    h("td", {}, rev.revision !== r.active && servable(r).includes(rev)
       ? h("button", { type: "button", onclick: () => serve(rev), "aria-label": `Serve revision ${rev.revision}` }, "Serve this") : null))));
   const bases = $("job-bases");
   bases.replaceChildren(...r.revisions.map((rev) => h("option", { value: rev.revision })));
@@ -151,7 +152,7 @@ async function refreshRevisions() {
 
 async function serve(rev) {
   try {
-    await api("/runtime/admin/reload", { method: "POST", json: { path: rev.path, revision: rev.revision } });
+    await serveRevision(rev);
   } catch (err) {
     $("rev-serving").textContent = `reload refused: ${err.message}`;
     return;
@@ -166,7 +167,7 @@ export async function initJobs() {
   $("job-form").addEventListener("submit", onStart);
   $("rev-rollback").addEventListener("click", async () => {
     try {
-      await api("/runtime/admin/rollback", { method: "POST" });
+      await rollback();
     } catch (err) {
       $("rev-serving").textContent = `rollback refused: ${err.message}`;
       return;

@@ -52,6 +52,10 @@ async function main() {
   });
   document.body.dataset.ready = "1";        // the page is wired (tests wait for this)
   setInterval(header, 10000);
+  document.addEventListener("samevm:served", () => {
+    header();
+    refreshModels().catch(report("chat"));
+  });
 }
 
 main();
