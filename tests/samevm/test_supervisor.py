@@ -66,7 +66,7 @@ def test_up_status_restart_and_clean_stop(tiny_gguf, tmp_path, monkeypatch, caps
         pids = {r["name"]: r["pid"] for r in info["supervisor"]["services"]}
         assert {r["name"]: r["state"] for r in info["supervisor"]["services"]} == {
             "runtime": "ready", "worker": "ready", "mcp": "ready", "console": "ready"}
-        assert any(line.strip() == f"console: {settings.console_url}/" for line in seen), seen
+        assert out.get(timeout=30).strip() == f"console: {settings.console_url}/"     # the line after
         assert probe_health(settings.console_url).ready
 
         os.kill(pids["worker"], signal.SIGKILL)
