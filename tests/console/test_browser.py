@@ -20,6 +20,8 @@ from tests.agents.fake_model import ScriptedModel, call, text
 from tests.stack_fixtures import free_port
 from tests.training.conftest import PAIRS
 
+expect = pytest.importorskip("playwright.sync_api", reason="playwright is not installed: pip install -e '.[dev]'").expect
+
 
 def poll(page, condition, what: str, tries: int = 300) -> None:
     """Wait for `condition()` (the page's CSP forbids wait_for_function's eval)."""
@@ -28,6 +30,11 @@ def poll(page, condition, what: str, tries: int = 300) -> None:
             return
         page.wait_for_timeout(200)
     raise AssertionError(f"gave up waiting for {what}")
+
+
+def above_axis(line) -> bool:
+    """Whether an SVG polyline of console/static/js/plot.js has a point above its x axis."""
+    return any(float(point.split(",")[1]) < 158 for point in (line.get_attribute("points") or "").split())
 
 
 def console_url(settings) -> str:
@@ -200,9 +207,9 @@ def test_metrics_plot_the_runtimes_counters(stack, open_console, screenshot):
     r = httpx.post(settings.runtime_url + "/v1/completions",
                    json={"model": Path(settings.model).stem, "prompt": "hello", "max_tokens": 24, "temperature": 0, "ignore_eos": True})
     assert r.status_code == 200, r.text
-    # the y axis' top label is the largest rate plotted: above 0 once a sample saw the tokens
-    poll(page, lambda: float(page.locator("#plot-tps text").first.text_content()) > 0, "a tokens/s above 0")
-    poll(page, lambda: float(page.locator("#plot-rps text").first.text_content()) > 0, "a request rate above 0")
+    # a sample that saw the tokens plots a point above the x axis (y = 158 in the 480x180 view)
+    poll(page, lambda: above_axis(page.locator("#plot-tps polyline")), "a tokens/s above 0")
+    poll(page, lambda: above_axis(page.locator("#plot-rps polyline")), "a request rate above 0")
     assert re.fullmatch(r"\d+\.\d %", page.locator("#m-kv").inner_text())
     screenshot(page, "metrics")
 
@@ -261,3 +268,32 @@ def test_a_suite_turn_shown_passing_and_one_failing(scripted_console, open_conso
     assert "green" in recall.locator(".checks li.error-text").inner_text()
     assert {t["function"]["name"] for t in fake.requests[0]["tools"]} >= {"sql_exec", "sql_query"}
     screenshot(page, "suites")
+
+
+# a control in Playwright's ARIA snapshot is `- role "name" ...` when named, `- role`, `- role: value` when not
+UNNAMED_CONTROL = re.compile(r'^\s*- (textbox|combobox|checkbox|spinbutton|searchbox|button|slider|radio)(?! ")')
+
+
+def test_keyboard_moves_between_tabs_and_every_control_has_a_name(stack, open_console):
+    _, settings, _ = stack
+    page = open_console(console_url(settings) + "#chat")
+    page.get_by_role("tab", name="Chat").focus()
+    names = ["Chat", "Documents", "Data", "Jobs", "Suites", "Metrics"]
+    for i, name in enumerate(names):
+        tab = page.get_by_role("tab", name=name)
+        expect(tab).to_be_focused()
+        assert tab.get_attribute("aria-selected") == "true"
+        panel = page.get_by_role("tabpanel", name=name)
+        assert panel.is_visible()
+        # the accessibility tree as a screen reader gets it: no control without a name
+        unnamed = [line for line in panel.aria_snapshot().splitlines() if UNNAMED_CONTROL.match(line)]
+        assert not unnamed, (name, unnamed)
+        if i + 1 < len(names):
+            page.keyboard.press("ArrowRight")
+    assert page.url.endswith("#metrics")
+    page.keyboard.press("Home")
+    assert page.get_by_role("tab", name="Chat").get_attribute("aria-selected") == "true"
+    page.keyboard.press("Tab")                                 # from the tab strip into the open panel
+    expect(page.get_by_role("tabpanel", name="Chat")).to_be_focused()
+    page.keyboard.press("Tab")
+    expect(page.get_by_label("Model", exact=True)).to_be_focused()
