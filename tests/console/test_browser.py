@@ -229,27 +229,35 @@ SUITE = {
 
 @pytest.fixture
 def scripted_console(stack, tmp_path):
-    """A second console whose runtime is a scripted model (a random model passes no suite) and
-    whose worker is the stack's real one: (console URL, ScriptedModel)."""
+    """scripted_console(**config) -> (console URL, ScriptedModel): a second console whose runtime
+    is a scripted model (a random model passes no suite) and whose worker is the stack's real one."""
     _, settings, _ = stack
-    script = iter([call("sql_exec", db="console_s0", sql="CREATE TABLE colours (name TEXT)"),
-                   call("sql_exec", db="console_s0", sql="INSERT INTO colours VALUES ('blue')"),
-                   text("I stored blue in the colours table.")])
-    with ScriptedModel(lambda body: next(script, text("It was blue."))) as fake:
+    servers = []
+
+    def start(**config):
+        script = iter([call("sql_exec", db="console_s0", sql="CREATE TABLE colours (name TEXT)"),
+                       call("sql_exec", db="console_s0", sql="INSERT INTO colours VALUES ('blue')"),
+                       text("I stored blue in the colours table.")])
+        fake = ScriptedModel(lambda body: next(script, text("It was blue."))).__enter__()
         port = free_port()
-        config = ConsoleConfig(runtime_url=fake.url, worker_url=settings.worker_url, home=tmp_path, port=port)
-        server = uvicorn.Server(uvicorn.Config(create_app(config), host="127.0.0.1", port=port, log_level="warning"))
+        console = ConsoleConfig(runtime_url=fake.url, worker_url=settings.worker_url, home=tmp_path, port=port, **config)
+        server = uvicorn.Server(uvicorn.Config(create_app(console), host="127.0.0.1", port=port, log_level="warning"))
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()
         while not server.started:
             thread.join(0.05)
-        yield f"http://127.0.0.1:{port}/", fake
+        servers.append((server, thread, fake))
+        return f"http://127.0.0.1:{port}/", fake
+
+    yield start
+    for server, thread, fake in servers:
         server.should_exit = True
         thread.join(10)
+        fake.__exit__(None, None, None)
 
 
 def test_a_suite_turn_shown_passing_and_one_failing(scripted_console, open_console, screenshot):
-    url, fake = scripted_console
+    url, fake = scripted_console()
     page = open_console(url + "#suites")
     page.locator("#suite-name option").first.wait_for(state="attached")
     page.get_by_text("Or paste a suite file").click()
@@ -297,3 +305,20 @@ def test_keyboard_moves_between_tabs_and_every_control_has_a_name(stack, open_co
     expect(page.get_by_role("tabpanel", name="Chat")).to_be_focused()
     page.keyboard.press("Tab")
     expect(page.get_by_label("Model", exact=True)).to_be_focused()
+
+
+def test_with_an_api_key_the_page_asks_once_and_keeps_it_for_the_tab(scripted_console, context):
+    url, _ = scripted_console(api_key="k3y-for-tests")
+    page = context.new_page()
+    page.goto(url)
+    dialog = page.get_by_role("dialog", name="API key")
+    dialog.wait_for()                                       # every request at start was refused: one dialog
+    dialog.get_by_label("Key", exact=True).fill("k3y-for-tests")
+    dialog.get_by_role("button", name="Use key").click()
+    page.wait_for_selector("body[data-ready]")
+    assert page.locator("#served").inner_text().startswith("fake-model · revision rev-test")
+    assert not [c for c in context.cookies() if c["domain"] == "127.0.0.1"]     # never a cookie
+    page.reload()                                           # kept for this tab: no second dialog
+    page.wait_for_selector("body[data-ready]")
+    assert not dialog.is_visible()
+    page.close()

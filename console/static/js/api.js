@@ -13,13 +13,21 @@ function headers(extra = {}) {
   return key ? { ...extra, Authorization: `Bearer ${key}` } : extra;
 }
 
-async function askKey() {
-  const dialog = document.getElementById("key-dialog");
-  const input = document.getElementById("key-input");
-  input.value = "";
-  dialog.showModal();
-  await new Promise((resolve) => dialog.addEventListener("close", resolve, { once: true }));
-  if (input.value) sessionStorage.setItem(KEY, input.value);
+let asking = null;                 // requests refused at once share one dialog
+
+function askKey() {
+  asking ??= new Promise((resolve) => {
+    const dialog = document.getElementById("key-dialog");
+    const input = document.getElementById("key-input");
+    input.value = "";
+    dialog.addEventListener("close", () => {
+      if (input.value) sessionStorage.setItem(KEY, input.value);
+      asking = null;
+      resolve();
+    }, { once: true });
+    dialog.showModal();
+  });
+  return asking;
 }
 
 // The error text of an OpenAI-style, worker-style or FastAPI-style error body.
