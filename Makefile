@@ -8,14 +8,25 @@ CUDA_MAJOR := $(shell nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9
 comma  := ,
 EXTRAS := dev,speech,train$(if $(filter 12 13,$(CUDA_MAJOR)),$(comma)cuda$(CUDA_MAJOR))
 
-.PHONY: setup run test test-slow hermes clean
+.PHONY: setup browser run test test-slow hermes clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[$(EXTRAS)]'
 	touch $@
 
-setup: $(STAMP)
+setup: $(STAMP) browser
+
+# The console's browser tests drive Debian's chromium through Playwright's Python package (never a
+# browser Playwright downloads). Installed when we are root on a Debian-like system; else the tests skip.
+browser:
+	@if command -v chromium >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing Debian's chromium for the console's browser tests"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -q chromium >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; } \
+	    || echo "make setup: could not install chromium; the console's browser tests will be skipped"; \
+	else echo "make setup: no chromium and not root: run 'sudo apt-get install chromium' for the console's browser tests (skipped without it)"; fi
 
 # The main job: start the stack on the default model for this machine (the 1.5B on a GPU, the
 # 0.5B on the CPU), run the canonical 5-turn suite through the agent, print each turn's

@@ -22,6 +22,7 @@ class Settings(BaseSettings):
     runtime_port: int = 8081
     worker_port: int = 8082
     mcp_port: int = 8083                 # `samevm mcp --http` and `samevm up --mcp`
+    console_port: int = 8084             # the web console (`samevm console`, started by `samevm up`)
     api_key: str | None = None
     cuda: str = ""                       # CUDA backend options, NAME=VALUE,... (runtime/config.py CudaOptions)
 
@@ -46,6 +47,10 @@ class Settings(BaseSettings):
     @property
     def worker_url(self) -> str:
         return f"http://{self.host}:{self.worker_port}"
+
+    @property
+    def console_url(self) -> str:
+        return f"http://{self.host}:{self.console_port}"
 
     @property
     def mcp_url(self) -> str:

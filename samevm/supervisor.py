@@ -42,6 +42,7 @@ class StackUrls:
     runtime: str        # the OpenAI-compatible base is runtime + "/v1"
     worker: str
     mcp: str | None     # streamable-HTTP MCP endpoint, when the stack serves one
+    console: str | None = None   # the web console, when the stack serves one
 
 
 @dataclass
@@ -70,7 +71,7 @@ class Service:
 
 class Stack:
     def __init__(self, settings: Settings, *, runtime_args: list[str] = (), worker_args: list[str] = (),
-                 mcp: bool = False, attach: bool = True, restart: bool = True, max_restarts: int = 5,
+                 mcp: bool = False, console: bool = False, attach: bool = True, restart: bool = True, max_restarts: int = 5,
                  stop_timeout: float = 20.0, env: dict[str, str] | None = None):
         self.settings, self.attach = settings, attach
         self.restart, self.max_restarts, self.stop_timeout = restart, max_restarts, stop_timeout
@@ -78,7 +79,8 @@ class Stack:
         # every child reads the same settings (the worker promotes into the runtime, the MCP server calls both)
         self.env.update({"SAMEVM_HOME": str(settings.home), "SAMEVM_HOST": settings.host, "SAMEVM_MODEL": settings.model,
                          "SAMEVM_BACKEND": settings.backend, "SAMEVM_RUNTIME_PORT": str(settings.runtime_port),
-                         "SAMEVM_WORKER_PORT": str(settings.worker_port), "SAMEVM_MCP_PORT": str(settings.mcp_port)})
+                         "SAMEVM_WORKER_PORT": str(settings.worker_port), "SAMEVM_MCP_PORT": str(settings.mcp_port),
+                         "SAMEVM_CONSOLE_PORT": str(settings.console_port)})
         if settings.api_key:
             self.env["SAMEVM_API_KEY"] = settings.api_key     # not on the command line, where ps shows it
         home = Path(settings.home)
@@ -95,6 +97,10 @@ class Stack:
             self.services.append(Service("mcp", [*base, "mcp", "--http", "--host", settings.host,
                                                  "--port", str(settings.mcp_port)],
                                          settings.mcp_url, probe_mcp, logs / "mcp.log"))
+        if console:
+            self.services.append(Service("console", [*base, "console", "--host", settings.host,
+                                                     "--port", str(settings.console_port)],
+                                         settings.console_url, probe_health, logs / "console.log"))
         self.state_path = home / "run" / "stack.json"
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -104,7 +110,8 @@ class Stack:
     @property
     def urls(self) -> StackUrls:
         mcp = next((s.url for s in self.services if s.name == "mcp"), None)
-        return StackUrls(self.settings.runtime_url, self.settings.worker_url, mcp)
+        console = next((s.url for s in self.services if s.name == "console"), None)
+        return StackUrls(self.settings.runtime_url, self.settings.worker_url, mcp, console)
 
     def service(self, name: str) -> Service:
         return next(s for s in self.services if s.name == name)

@@ -21,14 +21,14 @@ def free_port() -> int:
 
 def stack_settings(home: Path, model: str, **kw) -> Settings:
     return Settings(home=home, model=model, backend="cpu", runtime_port=free_port(), worker_port=free_port(),
-                    mcp_port=free_port(), **kw)
+                    mcp_port=free_port(), console_port=free_port(), **kw)
 
 
 def settings_env(settings: Settings) -> dict[str, str]:
     """SAMEVM_* variables that make a samevm process use `settings`' home and ports."""
     return {"SAMEVM_HOME": str(settings.home), "SAMEVM_MODEL": settings.model,
             "SAMEVM_RUNTIME_PORT": str(settings.runtime_port), "SAMEVM_WORKER_PORT": str(settings.worker_port),
-            "SAMEVM_MCP_PORT": str(settings.mcp_port), **CHILD_ENV}
+            "SAMEVM_MCP_PORT": str(settings.mcp_port), "SAMEVM_CONSOLE_PORT": str(settings.console_port), **CHILD_ENV}
 
 
 def tiny_stack(settings: Settings, docs: Path | None = None, **kw) -> Stack:

@@ -1,6 +1,6 @@
-"""samevm up: start the runtime server and the worker (and with --mcp the MCP server), wait
-until both answer their health checks, keep them running (a child that dies is restarted),
-and stop them cleanly on Ctrl-C or SIGTERM."""
+"""samevm up: start the runtime server, the worker and the web console (and with --mcp the MCP
+server), wait until each answers its health check, keep them running (a child that dies is
+restarted), and stop them cleanly on Ctrl-C or SIGTERM."""
 from __future__ import annotations
 
 import signal
@@ -15,6 +15,7 @@ def register(sub) -> None:
     p.add_argument("--model", help="known model name or GGUF path (default: the settings' model)")
     p.add_argument("--backend", choices=["auto", "cpu", "cuda"])
     p.add_argument("--mcp", action="store_true", help="also serve the tools over MCP (streamable HTTP)")
+    p.add_argument("--no-console", dest="console", action="store_false", help="do not serve the web console")
     p.add_argument("--serve-arg", action="append", default=[], metavar="ARG",
                    help="an extra argument for `samevm serve` (repeatable), e.g. --serve-arg=--kv-cache-mb=2048")
     p.add_argument("--timeout", type=float, default=900, help="seconds to wait for both to be ready")
@@ -37,7 +38,7 @@ def _printer():
 def run(args, settings) -> int:
     changes = {k: v for k, v in {"model": args.model, "backend": args.backend}.items() if v}
     settings = settings.model_copy(update=changes)
-    stack = Stack(settings, runtime_args=args.serve_arg, mcp=args.mcp)
+    stack = Stack(settings, runtime_args=args.serve_arg, mcp=args.mcp, console=args.console)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -48,6 +49,8 @@ def run(args, settings) -> int:
         urls = stack.urls
         print(f"samevm is up: runtime {urls.runtime}/v1, worker {urls.worker}"
               + (f", MCP {urls.mcp}" if urls.mcp else "") + "  (Ctrl-C stops both)", flush=True)
+        if urls.console:
+            print(f"console: {urls.console}/", flush=True)
         while not stop.wait(1.0):
             show(stack.status())
             if any(r["state"] == "failed" for r in stack.status()):

@@ -65,7 +65,9 @@ def test_up_status_restart_and_clean_stop(tiny_gguf, tmp_path, monkeypatch, caps
         assert info["worker"]["ready"] and info["supervisor"]["supervisor_pid"] == up.pid
         pids = {r["name"]: r["pid"] for r in info["supervisor"]["services"]}
         assert {r["name"]: r["state"] for r in info["supervisor"]["services"]} == {
-            "runtime": "ready", "worker": "ready", "mcp": "ready"}
+            "runtime": "ready", "worker": "ready", "mcp": "ready", "console": "ready"}
+        assert out.get(timeout=30).strip() == f"console: {settings.console_url}/"     # the line after
+        assert probe_health(settings.console_url).ready
 
         os.kill(pids["worker"], signal.SIGKILL)
         state_file = settings.home / "run" / "stack.json"
@@ -79,7 +81,7 @@ def test_up_status_restart_and_clean_stop(tiny_gguf, tmp_path, monkeypatch, caps
 
         up.send_signal(signal.SIGINT)
         assert up.wait(60) == 0
-        assert not alive(worker["pid"]) and not alive(pids["runtime"]) and not alive(pids["mcp"])
+        assert not any(alive(pid) for pid in (worker["pid"], pids["runtime"], pids["mcp"], pids["console"]))
         assert {r["state"] for r in json.loads(state_file.read_text())["services"]} == {"stopped"}
     finally:
         if up.poll() is None:
