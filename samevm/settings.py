@@ -21,6 +21,7 @@ class Settings(BaseSettings):
     worker_port: int = 8082
     mcp_port: int = 8083                 # `samevm mcp --http` and `samevm up --mcp`
     api_key: str | None = None
+    allowed_hosts: list[str] = []        # Host names the services answer to besides loopback and `host`
 
     @property
     def tokenizer_cache(self) -> Path:

@@ -54,7 +54,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(HTTPException)
     async def _http(_: Request, e: HTTPException):
-        return error_response(e.status_code, str(e.detail))
+        return error_response(e.status_code, str(e.detail), headers=getattr(e, "headers", None))
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, e: RequestValidationError):

@@ -12,6 +12,7 @@ from typing import Callable
 from fastapi import Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
 
+from httpkit.guard import Guard, allowed_hosts
 from runtime.server import errors, loading
 from runtime.server.config import ServerConfig
 from runtime.server.deps import require_admin, require_key
@@ -83,6 +84,9 @@ def create_app(config: ServerConfig, start: Callable[[ServerState], None] = load
     app.include_router(service.public)
     app.include_router(service.router, dependencies=guarded)
     app.include_router(admin.router, dependencies=guarded + [Depends(require_admin)])
+    app.add_middleware(Guard, max_body_bytes=config.max_body_bytes,
+                       hosts=allowed_hosts(config.host, config.allowed_hosts),
+                       respond=lambda status, message, code: errors.error_response(status, message, code=code))
     app.add_middleware(ServedHeaders, state=state)
     app.openapi = lambda: served_model_schema(app, config.model_id)
     return app

@@ -14,6 +14,8 @@ def register(sub) -> None:
     p.add_argument("--host", help="address to bind (default 127.0.0.1; off loopback needs --api-key)")
     p.add_argument("--port", type=int, help="port (default: the settings' runtime_port, 8081)")
     p.add_argument("--api-key", help="require `Authorization: Bearer KEY` (default $SAMEVM_API_KEY)")
+    p.add_argument("--allowed-host", action="append", metavar="NAME",
+                   help="a Host name to answer to besides loopback and --host (repeatable; '*' for any)")
     p.add_argument("--backend", choices=["auto", "cpu", "cuda"])
     p.add_argument("--cpu-dtype", choices=["int8", "bfloat16", "float32"],
                    help="CPU weights (default: the settings' cpu_dtype, int8; float32 is the reference)")
@@ -35,7 +37,8 @@ def build_config(args, settings) -> ServerConfig:
                           max_num_seqs=args.max_num_seqs, tokenizer_cache=str(settings.tokenizer_cache))
     return ServerConfig(engine=engine, model_id=model_id, home=settings.home,
                         host=args.host or settings.host, port=args.port or settings.runtime_port,
-                        api_key=args.api_key or settings.api_key, resume=not args.no_resume)
+                        api_key=args.api_key or settings.api_key, resume=not args.no_resume,
+                        allowed_hosts=tuple(args.allowed_host or settings.allowed_hosts))
 
 
 def run(args, settings) -> int:
