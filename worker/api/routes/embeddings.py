@@ -21,7 +21,7 @@ class EmbeddingRequest(BaseModel):
     input: str | list[str] = Field(description="a text or a list of texts (token arrays are not taken)")
     model: str = "all-minilm-l6-v2"
     encoding_format: Literal["float", "base64"] = "float"
-    dimensions: int | None = Field(None, ge=1, description="must equal the model's dimension if given")
+    dimensions: int | None = Field(None, ge=1, le=65_536, description="must equal the model's dimension if given")
     user: str | None = None
 
 
