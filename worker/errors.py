@@ -15,6 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
+from httpkit.echo import clip
 from rag.errors import InputError, NotFoundError, UpstreamError
 
 log = logging.getLogger(__name__)
@@ -30,9 +31,9 @@ class ServiceError(Exception):
 
 
 def error_response(status: int, message: str, code: str | None = None, param: str | None = None,
-                   **extra) -> JSONResponse:
-    return JSONResponse({"error": {"message": message, "type": TYPES.get(status, "invalid_request_error"),
-                                   "param": param, "code": code, **extra}}, status)
+                   headers: dict | None = None, **extra) -> JSONResponse:
+    return JSONResponse({"error": {"message": clip(message), "type": TYPES.get(status, "invalid_request_error"),
+                                   "param": param, "code": code, **extra}}, status, headers=headers)
 
 
 def install(app: FastAPI) -> None:

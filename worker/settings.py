@@ -24,6 +24,7 @@ class WorkerSettings(BaseSettings):
     databases: dict[str, str] = {}
     sql_row_limit: int = 1000
     sql_timeout_s: float = 10.0
+    sql_max_result_bytes: int = 8 << 20    # a query's rows, as JSON, stop here (truncated)
 
     # RAG
     allowed_roots: list[Path] = []          # local paths that ingest may read
