@@ -28,6 +28,7 @@ class ServerConfig:
     resume: bool = True                # serve the registry's active revision if it was reloaded
     allowed_hosts: tuple[str, ...] = ()   # Host names besides loopback and `host` ("*": any)
     max_body_bytes: int = 4 << 20      # far above any prompt that fits a context, far below harm
+    reload_roots: tuple[Path, ...] = ()   # folders /admin/reload may load from, besides reload_dirs' own
 
     def __post_init__(self):
         self.home = Path(self.home)
@@ -43,3 +44,10 @@ class ServerConfig:
     @property
     def revisions_dir(self) -> Path:
         return self.home / "runtime" / "revisions"
+
+    @property
+    def reload_dirs(self) -> tuple[Path, ...]:
+        """Where /admin/reload may read a model: the served model's folder, the data
+        directory's installed models and trained revisions, and the configured roots."""
+        return (Path(self.engine.model).parent, self.home / "models", self.home / "training" / "revisions",
+                *map(Path, self.reload_roots))

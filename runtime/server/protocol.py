@@ -193,5 +193,5 @@ class DetokenizeRequest(Strict):
 
 
 class ReloadRequest(Strict):
-    path: str
+    path: Annotated[str, Field(min_length=1, max_length=4096, pattern=r"^[^\x00-\x1f]*$")]
     revision: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:+-]+$")] | None = None

@@ -22,6 +22,9 @@ def register(sub) -> None:
     p.add_argument("--max-model-len", type=int, default=0, help="context length (0: the model's, capped)")
     p.add_argument("--kv-cache-mb", type=int, default=1024)
     p.add_argument("--max-num-seqs", type=int, default=32)
+    p.add_argument("--reload-root", action="append", metavar="DIR",
+                   help="a folder /admin/reload may load from, besides the model's own and the data "
+                        "directory's models and revisions (repeatable)")
     p.add_argument("--no-resume", action="store_true",
                    help="serve --model even if a reload made another revision active")
     p.set_defaults(func=run)
@@ -38,7 +41,8 @@ def build_config(args, settings) -> ServerConfig:
     return ServerConfig(engine=engine, model_id=model_id, home=settings.home,
                         host=args.host or settings.host, port=args.port or settings.runtime_port,
                         api_key=args.api_key or settings.api_key, resume=not args.no_resume,
-                        allowed_hosts=tuple(args.allowed_host or settings.allowed_hosts))
+                        allowed_hosts=tuple(args.allowed_host or settings.allowed_hosts),
+                        reload_roots=tuple(Path(d) for d in args.reload_root or ()))
 
 
 def run(args, settings) -> int:
