@@ -9,15 +9,21 @@ A service that already answers at its address is attached, not started (and neve
 by us); with attach=False that is an error instead (tests use it so they never write into
 someone else's stack). A child that exits is restarted by a monitor thread, with a
 growing delay; after `max_restarts` exits in a row without ever becoming ready it is marked
-failed. Children run in their own process groups, so a Ctrl-C in the terminal reaches only
-the supervisor, which then stops them in order. Each child logs to <home>/logs/<name>.log;
-the state of the stack is written to <home>/run/stack.json for `samevm status`.
+failed; a child that exits with code 2 (bad settings: a retry cannot help) fails at once.
+Either way the failure says the child's own last words from its log. Children run in their
+own process groups, so a Ctrl-C in the terminal reaches only the supervisor, which then
+stops them in order; on Linux they get SIGTERM when the supervisor dies (even by SIGKILL).
+Each child logs to <home>/logs/<name>.log; the state of the stack is written to
+<home>/run/stack.json for `samevm status`, and a new supervisor of the same home stops the
+children a dead one left behind (found there) instead of attaching to them.
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -31,6 +37,35 @@ from samevm.settings import Settings
 
 log = logging.getLogger(__name__)
 POLL_S = 0.5
+EXIT_USAGE = 2                  # samevm's exit code for bad settings or arguments: never retried
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child between fork and exec: SIGTERM when the supervisor thread that started it ends."""
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _runs_in(pid: int, home: Path) -> bool:
+    """Whether process `pid` is a samevm command for data directory `home` (its command line says)."""
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return False
+    return any("samevm" in a for a in args) and str(home) in args
 
 
 class StackError(RuntimeError):
@@ -112,6 +147,7 @@ class Stack:
     def start(self) -> "Stack":
         """Start every service that is not already running, and the monitor thread."""
         self._stopping.clear()
+        self._stop_orphans()
         taken = [s for s in self.services if s.probe(s.url).up]
         if taken and not self.attach:
             raise StackError(", ".join(f"{s.name}'s address {s.url} is taken" for s in taken) + " (attach=False)")
@@ -188,7 +224,8 @@ class Stack:
             out.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting: {' '.join(s.argv)}\n".encode())
             out.flush()
             s.proc = subprocess.Popen(s.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                      env=self.env, start_new_session=True)
+                                      env=self.env, start_new_session=True,
+                                      preexec_fn=_die_with_parent if sys.platform == "linux" else None)
         s.state, s.detail, s.started_at = "starting", "process started", time.monotonic()
         log.info("started %s (pid %d)", s.name, s.proc.pid)
 
@@ -211,12 +248,13 @@ class Stack:
         if code is not None:
             s.exits_in_a_row += 1
             s.history.append(f"exited with {code} after {now - s.started_at:.0f} s")
-            if not self.restart or s.exits_in_a_row > self.max_restarts:
-                s.state, s.detail = "failed", f"exited with code {code} ({s.exits_in_a_row} exits in a row)"
+            said = last_words(s.log_path)
+            if not self.restart or s.exits_in_a_row > self.max_restarts or code == EXIT_USAGE:
+                s.state, s.detail = "failed", f"exited with code {code} ({s.exits_in_a_row} exits in a row): {said}"
                 return
             delay = min(30.0, 2.0 ** (s.exits_in_a_row - 1) - 1.0)
-            s.state, s.detail, s.next_start = "restarting", f"exited with code {code}; restarting", now + delay
-            log.warning("%s exited with code %s; restarting in %.0f s", s.name, code, delay)
+            s.state, s.detail, s.next_start = "restarting", f"exited with code {code}; restarting: {said}", now + delay
+            log.warning("%s exited with code %s (%s); restarting in %.0f s", s.name, code, said, delay)
             return
         p = s.probe(s.url)
         if p.ready:
@@ -227,9 +265,46 @@ class Stack:
             s.state = "starting"
             s.detail = f"{p.detail} ({now - s.started_at:.0f} s)"
 
+    def _stop_orphans(self) -> None:
+        """Stop the children that a dead supervisor of this home left running (found in its
+        state file and checked by their command lines): attached, nobody would restart or stop them."""
+        try:
+            previous = json.loads(self.state_path.read_text())
+        except (OSError, ValueError):
+            return
+        if previous.get("supervisor_pid") == os.getpid() or _alive(previous.get("supervisor_pid")):
+            return
+        for row in previous.get("services", []):
+            pid = row.get("pid")
+            if not (_alive(pid) and _runs_in(pid, Path(self.settings.home))):
+                continue
+            log.warning("%s (pid %d) was left running by a supervisor that died (pid %s); stopping it to "
+                        "start a supervised one", row["name"], pid, previous.get("supervisor_pid"))
+            try:
+                os.killpg(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                continue
+            deadline = time.monotonic() + self.stop_timeout
+            while _alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if _alive(pid):
+                os.killpg(pid, signal.SIGKILL)
+
     def _write_state(self) -> None:
         self.state_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.state_path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"supervisor_pid": os.getpid(), "updated": time.time(),
                                    "services": [s.row() for s in self.services]}, indent=1))
         tmp.replace(self.state_path)
+
+
+def last_words(log_path: Path, limit: int = 300) -> str:
+    """The last non-empty line a child wrote to its log since it was last started."""
+    try:
+        with log_path.open("rb") as f:
+            f.seek(max(0, log_path.stat().st_size - 8192))
+            tail = f.read().decode(errors="replace")
+    except OSError:
+        return "(no log)"
+    lines = [line.strip() for line in tail.split("\n--- ")[-1].splitlines()[1:] if line.strip()]
+    return lines[-1][:limit] if lines else "(it wrote nothing)"
