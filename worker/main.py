@@ -14,6 +14,7 @@ from fastapi import FastAPI, Request
 
 from rag.embedding import Embedder
 from training.jobs import JobManager
+from httpkit import openapi
 from httpkit.guard import Guard, allowed_hosts
 from worker import errors
 from worker.api.main import api_router
@@ -52,4 +53,5 @@ def create_app(settings: WorkerSettings | None = None, embedder: Embedder | None
                        hosts=allowed_hosts(settings.host, settings.allowed_hosts), respond=errors.error_response)
 
     app.include_router(api_router)
+    openapi.install(app)
     return app

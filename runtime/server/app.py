@@ -13,6 +13,7 @@ from fastapi import Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from httpkit.guard import Guard, allowed_hosts
+from httpkit.openapi import validation_as_400
 from runtime.server import errors, loading
 from runtime.server.config import ServerConfig
 from runtime.server.deps import require_admin, require_key
@@ -95,7 +96,8 @@ def create_app(config: ServerConfig, start: Callable[[ServerState], None] = load
 def served_model_schema(app: FastAPI, model_id: str) -> dict:
     """The OpenAPI schema, saying which `model` this server answers to (others get 404)."""
     if app.openapi_schema is None:
-        schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        schema = validation_as_400(get_openapi(title=app.title, version=app.version,
+                                               description=app.description, routes=app.routes))
         for component in schema.get("components", {}).get("schemas", {}).values():
             model = component.get("properties", {}).get("model")
             if model is not None:

@@ -80,3 +80,14 @@ def test_configured_hosts_are_answered(make_client):
     client = make_client(allowed_hosts=["box.lan"])
     assert client.get("/health", headers={"host": "box.lan:8082"}).status_code == 200
     assert client.get("/health", headers={"host": "other.lan"}).status_code == 421
+
+
+def test_the_schema_documents_the_400_that_invalid_requests_get(client):
+    schema = client.get("/openapi.json").json()
+    r = client.post("/v1/sql/query", json={"db": 5})
+    assert r.status_code == 400
+    assert "400" in schema["paths"]["/v1/sql/query"]["post"]["responses"]
+    for path, operations in schema["paths"].items():
+        for method, op in operations.items():
+            assert "422" not in op["responses"], (method, path)
+    assert "HTTPValidationError" not in schema["components"]["schemas"]

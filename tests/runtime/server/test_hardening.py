@@ -95,3 +95,10 @@ def test_errors_keep_the_connection_alive(server):
         r.read()
         assert r.status == status
         assert c.sock is sock and r.getheader("connection") != "close"
+
+
+def test_the_schema_documents_the_400_that_invalid_requests_get(server):
+    schema = server.get("/openapi.json").json()
+    responses = schema["paths"]["/v1/chat/completions"]["post"]["responses"]
+    assert "400" in responses and "422" not in responses
+    assert server.post("/v1/chat/completions", json={"model": 5}).status_code == 400
