@@ -91,3 +91,8 @@ def test_the_schema_documents_the_400_that_invalid_requests_get(client):
         for method, op in operations.items():
             assert "422" not in op["responses"], (method, path)
     assert "HTTPValidationError" not in schema["components"]["schemas"]
+
+
+def test_an_embedding_text_is_bounded_before_the_tokenizer_reads_it(client):
+    r = client.post("/v1/embeddings", json={"input": ["ok", "word " * 40_000]})
+    assert r.status_code == 400 and r.json()["error"]["param"].startswith("input")
