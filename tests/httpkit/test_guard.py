@@ -5,11 +5,9 @@ from __future__ import annotations
 import http.client
 import json
 import socket
-import threading
-import time
+from urllib.parse import urlsplit
 
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -17,6 +15,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from httpkit.guard import Guard, allowed_hosts, host_name
+from tests.stack_fixtures import free_port
+from tests.training.worker_app import serving
 
 LIMIT = 64 << 10
 
@@ -40,17 +40,8 @@ def url():
     guarded = Starlette(routes=[Route("/echo", echo, methods=["POST"]), Route("/boom", boom)],
                         middleware=[Middleware(Guard, max_body_bytes=LIMIT, hosts=allowed_hosts("127.0.0.1"),
                                                respond=respond)])
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(guarded, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.01)
-    yield ("127.0.0.1", port)
-    server.should_exit = True
-    thread.join(10)
+    with serving(guarded, free_port()) as url:
+        yield urlsplit(url).hostname, urlsplit(url).port
 
 
 def raw(addr, request: bytes, then: bytes = b"") -> bytes:

@@ -6,19 +6,18 @@ talks to the loopback stub; speech input is capped short so synthesis stays quic
 """
 from __future__ import annotations
 
-import socket
-import threading
 import time
 
 import httpx
 import pytest
-import uvicorn
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
 
 from worker.main import create_app
 from tests.fuzz_bodies import Target, run
+from tests.stack_fixtures import free_port
+from tests.training.worker_app import serving
 from worker.settings import WorkerSettings
 
 
@@ -69,19 +68,9 @@ WORKER_TARGETS = [
 def worker_url(tmp_path, embedder, llm_stub):
     app = create_app(WorkerSettings(home=tmp_path / "home", runtime_url=llm_stub[0], max_upload_bytes=1 << 20,
                                     sql_timeout_s=2.0, default_rerank="embedding"), embedder=embedder)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.01)
-    url = f"http://127.0.0.1:{port}"
-    httpx.post(url + "/v1/sql/exec", json={"db": "fuzz", "sql": "CREATE TABLE t (a, b)"}).raise_for_status()
-    yield url
-    server.should_exit = True
-    thread.join(10)
+    with serving(app, free_port()) as url:
+        httpx.post(url + "/v1/sql/exec", json={"db": "fuzz", "sql": "CREATE TABLE t (a, b)"}).raise_for_status()
+        yield url
 
 
 def test_hostile_bodies_on_the_real_routes_get_no_5xx_and_no_hang(worker_url):
