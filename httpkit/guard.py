@@ -53,10 +53,9 @@ def host_name(value: str) -> str | None:
     """The host of a Host header value ("name", "name:port", "[v6]:port"), lowercased; None if malformed."""
     value = value.strip().lower()
     if value.startswith("["):
-        end = value.find("]")
-        if end < 0 or value[end + 1:] not in ("",) and not value[end + 1:].startswith(":"):
+        name, closed, rest = value[1:].partition("]")
+        if not closed or (rest and not (rest.startswith(":") and rest[1:].isdigit())):
             return None
-        name = value[1:end]
         try:
             ipaddress.IPv6Address(name)
         except ValueError:
@@ -83,14 +82,20 @@ class Guard:
         if refusal is not None:
             return await refusal(scope, receive, send)
         started = False
+        overflow: list[bool] = []
 
         async def tracked_send(message: Message) -> None:
             nonlocal started
+            if overflow:       # the app read past the limit and answered (FastAPI's form parser: 400)
+                if not started and message["type"] == "http.response.start":
+                    started = True
+                    await self.too_large()(scope, receive, send)
+                return
             started = started or message["type"] == "http.response.start"
             await send(message)
 
         try:
-            receive = await self.checked_body(scope, receive)
+            receive = await self.checked_body(scope, receive, overflow)
             await self.app(scope, receive, tracked_send)
         except BodyTooLarge:
             if started:
@@ -136,9 +141,9 @@ class Guard:
         return self.respond(413, f"the request body is over the limit of {self.max_body_bytes} bytes",
                             "payload_too_large")
 
-    async def checked_body(self, scope: Scope, receive: Receive) -> Receive:
-        """`receive` counting the body as it streams; a JSON body is read whole (bounded) and
-        checked first, then replayed."""
+    async def checked_body(self, scope: Scope, receive: Receive, overflow: list[bool]) -> Receive:
+        """`receive` counting the body as it streams (past the limit it raises, and marks
+        `overflow`); a JSON body is read whole (bounded) and checked first, then replayed."""
         counted = 0
 
         async def counting() -> Message:
@@ -147,6 +152,7 @@ class Guard:
             if message["type"] == "http.request":
                 counted += len(message.get("body", b""))
                 if counted > self.max_body_bytes:
+                    overflow.append(True)
                     raise BodyTooLarge
             return message
 

@@ -96,3 +96,14 @@ def test_the_schema_documents_the_400_that_invalid_requests_get(client):
 def test_an_embedding_text_is_bounded_before_the_tokenizer_reads_it(client):
     r = client.post("/v1/embeddings", json={"input": ["ok", "word " * 40_000]})
     assert r.status_code == 400 and r.json()["error"]["param"].startswith("input")
+
+
+def test_a_chunked_upload_over_the_limit_is_a_413_where_fastapi_parses_the_form(make_client):
+    client = make_client(max_upload_bytes=1000)
+    boundary = "b0undary"
+    head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.wav\"\r\n"
+            "Content-Type: audio/wav\r\n\r\n").encode()
+    parts = iter([head, b"\0" * (2 << 20), f"\r\n--{boundary}--\r\n".encode()])
+    r = client.post("/v1/audio/transcriptions", content=parts,
+                    headers={"content-type": f"multipart/form-data; boundary={boundary}"})
+    assert r.status_code == 413, r.text
