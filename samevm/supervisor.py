@@ -19,11 +19,9 @@ children a dead one left behind (found there) instead of attaching to them.
 """
 from __future__ import annotations
 
-import ctypes
 import json
 import logging
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -32,40 +30,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from samevm.orphans import die_with_parent, stop_orphans
 from samevm.probe import Probe, probe_health, probe_mcp
 from samevm.settings import Settings
 
 log = logging.getLogger(__name__)
 POLL_S = 0.5
 EXIT_USAGE = 2                  # samevm's exit code for bad settings or arguments: never retried
-PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """In the child between fork and exec: SIGTERM when the supervisor thread that started it ends."""
-    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
-
-
-def _alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _runs_in(pid: int, home: Path) -> bool:
-    """Whether process `pid` is a samevm command for data directory `home` (its command line says)."""
-    try:
-        args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-    except OSError:
-        return False
-    return any("samevm" in a for a in args) and str(home) in args
 
 
 class StackError(RuntimeError):
@@ -147,7 +118,7 @@ class Stack:
     def start(self) -> "Stack":
         """Start every service that is not already running, and the monitor thread."""
         self._stopping.clear()
-        self._stop_orphans()
+        stop_orphans(self.state_path, Path(self.settings.home), self.stop_timeout)
         taken = [s for s in self.services if s.probe(s.url).up]
         if taken and not self.attach:
             raise StackError(", ".join(f"{s.name}'s address {s.url} is taken" for s in taken) + " (attach=False)")
@@ -225,7 +196,7 @@ class Stack:
             out.flush()
             s.proc = subprocess.Popen(s.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                       env=self.env, start_new_session=True,
-                                      preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+                                      preexec_fn=die_with_parent if sys.platform == "linux" else None)
         s.state, s.detail, s.started_at = "starting", "process started", time.monotonic()
         log.info("started %s (pid %d)", s.name, s.proc.pid)
 
@@ -264,31 +235,6 @@ class Stack:
         else:
             s.state = "starting"
             s.detail = f"{p.detail} ({now - s.started_at:.0f} s)"
-
-    def _stop_orphans(self) -> None:
-        """Stop the children that a dead supervisor of this home left running (found in its
-        state file and checked by their command lines): attached, nobody would restart or stop them."""
-        try:
-            previous = json.loads(self.state_path.read_text())
-        except (OSError, ValueError):
-            return
-        if previous.get("supervisor_pid") == os.getpid() or _alive(previous.get("supervisor_pid")):
-            return
-        for row in previous.get("services", []):
-            pid = row.get("pid")
-            if not (_alive(pid) and _runs_in(pid, Path(self.settings.home))):
-                continue
-            log.warning("%s (pid %d) was left running by a supervisor that died (pid %s); stopping it to "
-                        "start a supervised one", row["name"], pid, previous.get("supervisor_pid"))
-            try:
-                os.killpg(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                continue
-            deadline = time.monotonic() + self.stop_timeout
-            while _alive(pid) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            if _alive(pid):
-                os.killpg(pid, signal.SIGKILL)
 
     def _write_state(self) -> None:
         self.state_path.parent.mkdir(parents=True, exist_ok=True)
