@@ -1,5 +1,6 @@
 """What hostile requests cost the services: a 50 MB prompt (declared, and chunked) against the
-runtime, an 80 MB body against the worker (its limit is the 50 MB upload limit plus framing), and `SELECT zeroblob(500000000)` against the worker. Records the time
+runtime, an 80 MB body against the worker (its limit is the 50 MB upload limit plus framing),
+the largest prompt the runtime's 4 MiB limit lets through (tokenized, then refused as too long), and `SELECT zeroblob(500000000)` against the worker. Records the time
 to the refusal, how many bytes the client had sent by then, the response size, and the
 server's peak RSS (VmHWM) before and after.
 
@@ -93,6 +94,14 @@ def main() -> None:
                 row = {"body_mb": round(len(body) / MB, 1),
                        "declared": refusal(port, path, body, chunked=False),
                        "chunked": refusal(port, path, body, chunked=True)}
+                if name == "runtime":       # the largest prompt the limit lets through is tokenized, then refused
+                    big = json.dumps({"model": "tiny", "prompt": "word " * (4 * MB // 5 - 20)}).encode()
+                    t = time.perf_counter()
+                    r = httpx.post(f"http://127.0.0.1:{port}{path}", content=big, timeout=300,
+                                   headers={"content-type": "application/json"})
+                    row["largest_allowed_prompt"] = {"body_mb": round(len(big) / MB, 2), "status": r.status_code,
+                                                     "code": r.json()["error"]["code"],
+                                                     "seconds": round(time.perf_counter() - t, 3)}
                 if name == "worker":
                     url = f"http://127.0.0.1:{port}/v1/sql"
                     httpx.post(url + "/exec", json={"db": "b", "sql": "CREATE TABLE t (x)"}, timeout=60)
