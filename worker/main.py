@@ -50,7 +50,8 @@ def create_app(settings: WorkerSettings | None = None, embedder: Embedder | None
         return await call_next(request)
 
     app.add_middleware(Guard, max_body_bytes=settings.max_upload_bytes + MULTIPART_ROOM,
-                       hosts=allowed_hosts(settings.host, settings.allowed_hosts), respond=errors.error_response)
+                       hosts=allowed_hosts(settings.host, settings.allowed_hosts),
+                       respond=lambda status, message, code: errors.error_response(status, message, code=code))
 
     app.include_router(api_router)
     openapi.install(app)
