@@ -15,6 +15,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from httpkit.echo import clip
+
 TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
          404: "invalid_request_error", 405: "invalid_request_error", 409: "conflict_error",
          413: "invalid_request_error", 422: "invalid_request_error", 503: "service_unavailable"}
@@ -27,7 +29,7 @@ class APIError(Exception):
 
 
 def error_body(status: int, message: str, *, param: str | None = None, code: str | None = None, **extra) -> dict:
-    return {"error": {"message": message, "type": TYPES.get(status, "server_error"),
+    return {"error": {"message": clip(message), "type": TYPES.get(status, "server_error"),
                       "param": param, "code": code, **extra}}
 
 

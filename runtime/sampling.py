@@ -57,7 +57,7 @@ class SamplingParams:
             (self.max_tokens >= 1, "max_tokens must be at least 1"),
             (0.0 <= self.temperature <= 100.0, "temperature must be in [0, 100]"),
             (0.0 < self.top_p <= 1.0, "top_p must be in (0, 1]"),
-            (self.top_k >= 0, "top_k must be >= 0 (0 disables it)"),
+            (0 <= self.top_k < 2**31, "top_k must be in [0, 2^31) (0 disables it)"),
             (0.0 <= self.min_p <= 1.0, "min_p must be in [0, 1]"),
             (0.0 < self.repetition_penalty <= 10.0, "repetition_penalty must be in (0, 10]"),
             (-2.0 <= self.presence_penalty <= 2.0, "presence_penalty must be in [-2, 2]"),

@@ -24,6 +24,7 @@ class Settings(BaseSettings):
     mcp_port: int = 8083                 # `samevm mcp --http` and `samevm up --mcp`
     console_port: int = 8084             # the web console (`samevm console`, started by `samevm up`)
     api_key: str | None = None
+    allowed_hosts: list[str] = []        # Host names the services answer to besides loopback and `host`
     cuda: str = ""                       # CUDA backend options, NAME=VALUE,... (runtime/config.py CudaOptions)
 
     def cuda_options(self, extra: list[str] | None = None) -> CudaOptions:

@@ -9,9 +9,13 @@ A service that already answers at its address is attached, not started (and neve
 by us); with attach=False that is an error instead (tests use it so they never write into
 someone else's stack). A child that exits is restarted by a monitor thread, with a
 growing delay; after `max_restarts` exits in a row without ever becoming ready it is marked
-failed. Children run in their own process groups, so a Ctrl-C in the terminal reaches only
-the supervisor, which then stops them in order. Each child logs to <home>/logs/<name>.log;
-the state of the stack is written to <home>/run/stack.json for `samevm status`.
+failed; a child that exits with code 2 (bad settings: a retry cannot help) fails at once.
+Either way the failure says the child's own last words from its log. Children run in their
+own process groups, so a Ctrl-C in the terminal reaches only the supervisor, which then
+stops them in order; on Linux they get SIGTERM when the supervisor dies (even by SIGKILL).
+Each child logs to <home>/logs/<name>.log; the state of the stack is written to
+<home>/run/stack.json for `samevm status`, and a new supervisor of the same home stops the
+children a dead one left behind (found there) instead of attaching to them.
 """
 from __future__ import annotations
 
@@ -26,11 +30,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from samevm.orphans import die_with_parent, stop_orphans
 from samevm.probe import Health, probe_health, probe_mcp
 from samevm.settings import Settings
 
 log = logging.getLogger(__name__)
 POLL_S = 0.5
+EXIT_USAGE = 2                  # samevm's exit code for bad settings or arguments: never retried
 
 
 class StackError(RuntimeError):
@@ -119,6 +125,7 @@ class Stack:
     def start(self) -> "Stack":
         """Start every service that is not already running, and the monitor thread."""
         self._stopping.clear()
+        stop_orphans(self.state_path, Path(self.settings.home), self.stop_timeout)
         taken = [s for s in self.services if s.probe(s.url).up]
         if taken and not self.attach:
             raise StackError(", ".join(f"{s.name}'s address {s.url} is taken" for s in taken) + " (attach=False)")
@@ -195,7 +202,8 @@ class Stack:
             out.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting: {' '.join(s.argv)}\n".encode())
             out.flush()
             s.proc = subprocess.Popen(s.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                      env=self.env, start_new_session=True)
+                                      env=self.env, start_new_session=True,
+                                      preexec_fn=die_with_parent if sys.platform == "linux" else None)
         s.state, s.detail, s.started_at = "starting", "process started", time.monotonic()
         log.info("started %s (pid %d)", s.name, s.proc.pid)
 
@@ -218,12 +226,13 @@ class Stack:
         if code is not None:
             s.exits_in_a_row += 1
             s.history.append(f"exited with {code} after {now - s.started_at:.0f} s")
-            if not self.restart or s.exits_in_a_row > self.max_restarts:
-                s.state, s.detail = "failed", f"exited with code {code} ({s.exits_in_a_row} exits in a row)"
+            said = last_words(s.log_path)
+            if not self.restart or s.exits_in_a_row > self.max_restarts or code == EXIT_USAGE:
+                s.state, s.detail = "failed", f"exited with code {code} ({s.exits_in_a_row} exits in a row): {said}"
                 return
             delay = min(30.0, 2.0 ** (s.exits_in_a_row - 1) - 1.0)
-            s.state, s.detail, s.next_start = "restarting", f"exited with code {code}; restarting", now + delay
-            log.warning("%s exited with code %s; restarting in %.0f s", s.name, code, delay)
+            s.state, s.detail, s.next_start = "restarting", f"exited with code {code}; restarting: {said}", now + delay
+            log.warning("%s exited with code %s (%s); restarting in %.0f s", s.name, code, said, delay)
             return
         p = s.probe(s.url)
         if p.ready:
@@ -240,3 +249,15 @@ class Stack:
         tmp.write_text(json.dumps({"supervisor_pid": os.getpid(), "updated": time.time(),
                                    "services": [s.row() for s in self.services]}, indent=1))
         tmp.replace(self.state_path)
+
+
+def last_words(log_path: Path, limit: int = 300) -> str:
+    """The last non-empty line a child wrote to its log since it was last started."""
+    try:
+        with log_path.open("rb") as f:
+            f.seek(max(0, log_path.stat().st_size - 8192))
+            tail = f.read().decode(errors="replace")
+    except OSError:
+        return "(no log)"
+    lines = [line.strip() for line in tail.split("\n--- ")[-1].splitlines()[1:] if line.strip()]
+    return lines[-1][:limit] if lines else "(it wrote nothing)"

@@ -30,7 +30,7 @@ class OrpoParams(BaseModel):
     max_steps: int = Field(60, ge=1, le=100_000)
     batch_size: int = Field(4, ge=1, le=256)
     gradient_accumulation_steps: int = Field(1, ge=1, le=256)
-    warmup_steps: int = Field(3, ge=0)
+    warmup_steps: int = Field(3, ge=0, le=100_000)
     lr_scheduler: Literal["constant_with_warmup", "linear", "cosine"] = "constant_with_warmup"
     weight_decay: float = Field(0.0, ge=0, le=1)
     max_length: int = Field(512, ge=16, le=32_768, description="prompt + completion tokens; longer examples are refused")
@@ -40,10 +40,10 @@ class OrpoParams(BaseModel):
     target_modules: list[str] = Field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
         min_length=1)
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=2**32 - 1)
     export_type: Literal["f16", "q8_0"] = "q8_0"
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    logging_steps: int = Field(1, ge=1)
+    logging_steps: int = Field(1, ge=1, le=100_000)
 
     @model_validator(mode="after")
     def _consistent(self):

@@ -2,8 +2,8 @@
 
 Run it with `samevm worker` (or `uvicorn --factory worker.main:create_app`, settings from
 the environment). With an API key set, every route but /health wants
-`Authorization: Bearer <key>`; a request whose Content-Length is over the upload limit
-is refused with 413 before its body is read.
+`Authorization: Bearer <key>`. httpkit's Guard checks Host/Origin, bounds the body (the
+upload limit plus room for the multipart framing) and refuses non-Unicode JSON first.
 """
 from __future__ import annotations
 
@@ -14,12 +14,15 @@ from fastapi import FastAPI, Request
 
 from httpkit.errors import error_response
 from rag.embedding import Embedder
+from httpkit import openapi
+from httpkit.guard import Guard, allowed_hosts
 from worker import errors
 from worker.api.main import api_router
 from worker.services import Services
 from worker.settings import WorkerSettings
 
 OPEN_PATHS = {"/health"}
+MULTIPART_ROOM = 1 << 20        # the body limit is the upload limit plus this for form framing
 
 
 def create_app(settings: WorkerSettings | None = None, embedder: Embedder | None = None) -> FastAPI:
@@ -44,11 +47,12 @@ def create_app(settings: WorkerSettings | None = None, embedder: Embedder | None
             if not secrets.compare_digest(given.encode(), settings.api_key.encode()):
                 return error_response(401, "missing or wrong API key (Authorization: Bearer ...)",
                                       code="authentication_error")
-        length = request.headers.get("content-length", "")
-        if length.isdigit() and int(length) > settings.max_upload_bytes + (1 << 20):
-            return error_response(413, f"the request body is {int(length)} bytes; the limit is "
-                                       f"{settings.max_upload_bytes}", code="payload_too_large")
         return await call_next(request)
 
+    app.add_middleware(Guard, max_body_bytes=settings.max_upload_bytes + MULTIPART_ROOM,
+                       hosts=allowed_hosts(settings.host, settings.allowed_hosts),
+                       respond=lambda status, message, code: error_response(status, message, code=code))
+
     app.include_router(api_router)
+    openapi.install(app)
     return app

@@ -32,7 +32,7 @@ class Services:
         self.embedder = embedder or Embedder(path)
         llm = LlmReranker(s.runtime_url, s.runtime_model, s.runtime_api_key) if s.runtime_url else None
         self.rerankers = Rerankers(self.embedder, s.cross_encoder_path, llm)
-        self.sql = SqlService(s.sql_dir, s.databases, s.sql_row_limit, s.sql_timeout_s)
+        self.sql = SqlService(s.sql_dir, s.databases, s.sql_row_limit, s.sql_timeout_s, s.sql_max_result_bytes)
         self.tts = Tts(s.tts_engine, s.home, s.tts_max_chars)
         self.stt = Stt(s.home, s.max_audio_seconds)
         self._rag_lock = threading.Lock()

@@ -18,11 +18,13 @@ class WorkerSettings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = 8082
     api_key: str | None = None             # required when host is not loopback
+    allowed_hosts: list[str] = []           # Host names besides loopback and `host` ("*": any)
 
     # SQL: named SQLite files under home/sql, plus any SQLAlchemy URLs by name.
     databases: dict[str, str] = {}
     sql_row_limit: int = 1000
     sql_timeout_s: float = 10.0
+    sql_max_result_bytes: int = 8 << 20    # a query's rows, as JSON, stop here (truncated)
 
     # RAG
     allowed_roots: list[Path] = []          # local paths that ingest may read
@@ -65,5 +67,6 @@ class WorkerSettings(BaseSettings):
         """Worker settings for the stack's settings (samevm.settings.Settings): its data
         directory, worker port, API key and runtime; SAMEVM_WORKER_* fill the rest."""
         values = {"home": stack.home, "host": stack.host, "port": stack.worker_port, "api_key": stack.api_key,
+                  "allowed_hosts": stack.allowed_hosts,
                   "runtime_url": stack.runtime_url, "runtime_model": stack.model, "runtime_api_key": stack.api_key}
         return cls(**{**values, **{k: v for k, v in overrides.items() if v is not None}})

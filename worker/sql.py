@@ -4,7 +4,9 @@ A name is a SQLite file `<home>/sql/<name>.db` (created by the first exec), unle
 settings map it to an SQLAlchemy URL (PostgreSQL and others). `query` runs on a read-only
 connection, so the database itself refuses writes: SQLite opens the file with
 `mode=ro`; PostgreSQL and MySQL start the transaction with SET TRANSACTION READ ONLY.
-Results are cut at a row limit; a statement running past the time limit is interrupted
+Results are cut at a row limit and at a byte limit (counted as rows are read, so a result
+never grows past it; on SQLite no single value may be larger either, so `zeroblob(1e9)` is
+refused before it is built); a statement running past the time limit is interrupted
 (SQLite: a progress handler; PostgreSQL: statement_timeout). On SQLite, ATTACH and VACUUM
 INTO are denied so a statement cannot write outside the data directory. Database errors
 come back as APIError(400) with the database's own message.
@@ -28,12 +30,21 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from httpkit.errors import APIError
 
-_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$")
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,63}")      # fullmatch: `$` would let "t\n" through
 Params = dict[str, Any] | list[dict[str, Any]] | None
 
 
 def _deny_attach(action, *_):
     return sqlite3.SQLITE_DENY if action in (sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH) else sqlite3.SQLITE_OK
+
+
+def json_size(value: Any) -> int:
+    """About how many bytes a jsonable() value takes in the response."""
+    if isinstance(value, str):
+        return len(value) + 2
+    if isinstance(value, dict):      # {"base64": ...}
+        return len(value["base64"]) + 14
+    return 8
 
 
 def jsonable(value: Any) -> Any:
@@ -52,9 +63,10 @@ def jsonable(value: Any) -> Any:
 
 
 class SqlService:
-    def __init__(self, sql_dir: Path, urls: dict[str, str], row_limit: int, timeout_s: float):
+    def __init__(self, sql_dir: Path, urls: dict[str, str], row_limit: int, timeout_s: float,
+                 max_result_bytes: int = 8 << 20):
         self.sql_dir, self.urls = Path(sql_dir), dict(urls)
-        self.row_limit, self.timeout_s = row_limit, timeout_s
+        self.row_limit, self.timeout_s, self.max_result_bytes = row_limit, timeout_s, max_result_bytes
         self._engines: dict[tuple[str, bool], Engine] = {}
         self._lock = threading.Lock()
 
@@ -64,7 +76,7 @@ class SqlService:
                [{"name": n, "kind": "url", "dialect": u.split(":", 1)[0]} for n, u in sorted(self.urls.items())]
 
     def _engine(self, db: str, readonly: bool) -> Engine:
-        if db not in self.urls and not _NAME.match(db):
+        if db not in self.urls and not _NAME.fullmatch(db):
             raise APIError(400, f"database name {db!r}: use up to 64 letters, digits, '_' or '-'")
         with self._lock:
             engine = self._engines.get((db, readonly))
@@ -83,8 +95,13 @@ class SqlService:
         else:
             self.sql_dir.mkdir(parents=True, exist_ok=True)
             engine = create_engine(f"sqlite:///{path}", connect_args={"timeout": 5})
-        event.listen(engine, "connect", lambda conn, _: conn.set_authorizer(_deny_attach))
+        event.listen(engine, "connect", self._confine)
         return engine
+
+    def _confine(self, conn: sqlite3.Connection, _record) -> None:
+        conn.set_authorizer(_deny_attach)
+        # a value can be no larger than a whole result may be (a base64 blob is 4/3 of it)
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, self.max_result_bytes * 3 // 4)
 
     def _run(self, conn: Connection, sql: str, params: Params, readonly: bool):
         dialect = conn.dialect.name
@@ -98,18 +115,30 @@ class SqlService:
             raw.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
         try:
             result = conn.execute(text(sql), params if params is not None else {})
-            out: dict[str, Any] = {"columns": [], "rows": [], "truncated": False}
+            out: dict[str, Any] = {"columns": [], "rows": [], "truncated": False, "truncated_reason": None}
             if result.returns_rows:
-                rows = result.fetchmany(self.row_limit + 1)
                 out["columns"] = list(result.keys())
-                out["truncated"] = len(rows) > self.row_limit
-                out["rows"] = [[jsonable(v) for v in row] for row in rows[:self.row_limit]]
+                out["rows"], out["truncated_reason"] = self._read_rows(result)
+                out["truncated"] = out["truncated_reason"] is not None
             out["rowcount"] = result.rowcount if result.rowcount is not None and result.rowcount >= 0 else None
             out["lastrowid"] = getattr(result, "lastrowid", None) if not readonly else None
             return out
         finally:
             if raw is not None:
                 raw.set_progress_handler(None, 0)
+
+    def _read_rows(self, result) -> tuple[list[list[Any]], str | None]:
+        """Rows until the row or byte limit, and which limit cut them (None: all came)."""
+        rows, size = [], 0
+        for row in result:
+            if len(rows) == self.row_limit:
+                return rows, f"more than {self.row_limit} rows"
+            values = [jsonable(v) for v in row]
+            size += sum(map(json_size, values))
+            if size > self.max_result_bytes:
+                return rows, f"over {self.max_result_bytes} bytes"
+            rows.append(values)
+        return rows, None
 
     def _call(self, db: str, sql: str, params: Params, readonly: bool) -> dict:
         if not sql.strip():
@@ -127,6 +156,8 @@ class SqlService:
             message = str(orig) if orig is not None else str(e).split("\n")[0]
             if "interrupted" in message:
                 message = f"interrupted: the statement ran past the {self.timeout_s:g} s limit"
+            elif "too big" in message:
+                message += f" (a value may hold at most {self.max_result_bytes * 3 // 4} bytes)"
             raise APIError(400, f"{db}: {message}", code="database_error") from e
         except (OverflowError, ValueError, TypeError) as e:   # parameters sqlite cannot bind
             raise APIError(400, f"{db}: bad parameter ({e})", code="database_error") from e

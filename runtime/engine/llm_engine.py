@@ -56,6 +56,7 @@ class StepOutput:
     text: str                  # text released this step
     finished: bool
     num_output: int            # output tokens so far (seq.num_output may count one still in flight)
+    error: str | None = None   # the request failed in the engine (finished, alone)
 
     @property
     def request_id(self) -> str:
@@ -202,13 +203,56 @@ class LLMEngine:
         scheduled = self.scheduler.schedule()
         if not scheduled:
             return []
-        sampled, out = self.runner.run(scheduled)
+        try:
+            sampled, out = self.runner.run(scheduled)
+        except Exception as e:
+            return self._isolate(scheduled, e)
+        return self._ran(scheduled, sampled, out)
+
+    def _ran(self, scheduled: list[tuple[Sequence, int]], sampled: list[Sequence],
+             out: SampleOutput) -> list[StepOutput]:
         for seq, n in scheduled:
             seq.num_computed += n
             self.blocks.register_computed(seq)
         for i, seq in enumerate(sampled):
             seq.token_ids.append(int(out.token_ids[i]))
-        return [self._accept(seq, i, out) for i, seq in enumerate(sampled)]
+        return [self._accept_or_fail(seq, i, out) for i, seq in enumerate(sampled)]
+
+    # ---- one sequence's failure is its own ------------------------------------------
+    def _isolate(self, scheduled: list[tuple[Sequence, int]], error: Exception) -> list[StepOutput]:
+        """The batch failed before any state changed: run each sequence alone (its K/V
+        slots are rewritten with the same values), so only the ones that fail alone fail."""
+        if len(scheduled) == 1:
+            return [self._fail(scheduled[0][0], error)]
+        log.warning("a batch of %d failed (%s: %s); running its sequences one by one",
+                    len(scheduled), type(error).__name__, error)
+        outputs = []
+        for seq, n in scheduled:
+            if seq.is_finished:
+                continue
+            try:
+                sampled, out = self.runner.run([(seq, n)])
+            except Exception as e:
+                outputs.append(self._fail(seq, e))
+                continue
+            outputs += self._ran([(seq, n)], sampled, out)
+        return outputs
+
+    def _accept_or_fail(self, seq: Sequence, row: int, out: SampleOutput) -> StepOutput:
+        try:
+            return self._accept(seq, row, out)
+        except Exception as e:       # e.g. its grammar refuses the token: the others go on
+            return self._fail(seq, e)
+
+    def _fail(self, seq: Sequence, error: Exception) -> StepOutput:
+        log.error("request %s failed in the engine: %s: %s", seq.request_id, type(error).__name__, error,
+                  exc_info=error)
+        seq.finish_reason = "error"
+        while seq.token_ids[-1] < 0:         # a placeholder of a step in flight
+            seq.token_ids.pop()
+        self.scheduler.finish(seq)
+        self.requests.pop(seq.request_id, None)
+        return StepOutput(seq, [], "", True, seq.num_output, error=f"{type(error).__name__}: {error}")
 
     def _overlapped_step(self) -> list[StepOutput]:
         previous, self.in_flight, outputs, self.held = self.in_flight, None, self.held, []
@@ -216,7 +260,11 @@ class LLMEngine:
             outputs, previous = outputs + self._collect(previous), None
         scheduled = self.scheduler.schedule()
         if scheduled:
-            sampled, pending = self.runner.launch(scheduled)
+            try:
+                sampled, pending = self.runner.launch(scheduled)
+            except Exception as e:           # resolve the placeholders first: alone, each runs unoverlapped
+                return outputs + (self._collect(previous) if previous is not None else []) + \
+                    self._isolate(scheduled, e)
             for seq, n in scheduled:
                 seq.num_computed += n
         if previous is not None:
@@ -248,7 +296,7 @@ class LLMEngine:
             if seq.is_finished:              # finished or aborted since the step was launched
                 continue
             seq.token_ids[at] = int(out.token_ids[row])
-            outputs.append(self._accept(seq, row, out))
+            outputs.append(self._accept_or_fail(seq, row, out))
         return outputs
 
     def _accept(self, seq: Sequence, row: int, out: SampleOutput) -> StepOutput:

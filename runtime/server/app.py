@@ -13,6 +13,8 @@ from fastapi import Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from httpkit import errors
+from httpkit.guard import Guard, allowed_hosts
+from httpkit.openapi import validation_as_400
 from runtime.server import loading
 from runtime.server.config import ServerConfig
 from runtime.server.deps import require_admin, require_key
@@ -84,6 +86,9 @@ def create_app(config: ServerConfig, start: Callable[[ServerState], None] = load
     app.include_router(service.public)
     app.include_router(service.router, dependencies=guarded)
     app.include_router(admin.router, dependencies=guarded + [Depends(require_admin)])
+    app.add_middleware(Guard, max_body_bytes=config.max_body_bytes,
+                       hosts=allowed_hosts(config.host, config.allowed_hosts),
+                       respond=lambda status, message, code: errors.error_response(status, message, code=code))
     app.add_middleware(ServedHeaders, state=state)
     app.openapi = lambda: served_model_schema(app, config.model_id)
     return app
@@ -92,7 +97,8 @@ def create_app(config: ServerConfig, start: Callable[[ServerState], None] = load
 def served_model_schema(app: FastAPI, model_id: str) -> dict:
     """The OpenAPI schema, saying which `model` this server answers to (others get 404)."""
     if app.openapi_schema is None:
-        schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        schema = validation_as_400(get_openapi(title=app.title, version=app.version,
+                                               description=app.description, routes=app.routes))
         for component in schema.get("components", {}).get("schemas", {}).values():
             model = component.get("properties", {}).get("model")
             if model is not None:

@@ -36,7 +36,8 @@ class Delta:
     cached_tokens: int = 0
     completion_tokens: int = 0
     awareness: dict | None = None
-    error: str | None = None                        # the request could not run (RequestError)
+    error: str | None = None                        # the request could not run (RequestError) or failed
+    status: int = 400                               # with error: 400 refused, 500 failed in the engine
     time: float = field(default_factory=time.monotonic)   # when the engine thread produced it
 
 
@@ -151,18 +152,20 @@ class EngineLoop:
     def _step(self, engine: LLMEngine) -> None:
         try:
             outputs = engine.step()
-        except Exception as e:  # a bug below us: fail this engine's requests, keep serving
+        except Exception as e:  # a failure no single sequence owns: fail this engine's requests, keep serving
             log.exception("engine step failed on revision %s", engine.revision)
             for rid, gen in list(self._gens.items()):
                 if gen.engine is engine:
                     engine.abort(rid)
                     self._gens.pop(rid)
-                    gen._post(Delta(error=f"internal error in the engine: {e}", finished=True))
+                    gen._post(Delta(error=f"internal error in the engine: {e}", status=500, finished=True))
             return
         for out in outputs:
             gen = self._gens.get(out.request_id)
             if gen is not None:
-                gen._post(self._delta(gen, out))
+                failed = out.error is not None
+                gen._post(Delta(error=f"internal error in the engine: {out.error}", status=500, finished=True)
+                          if failed else self._delta(gen, out))
                 if out.finished:
                     del self._gens[out.request_id]
 

@@ -113,7 +113,8 @@ def output_grammar(req: ChatCompletionRequest, choice: str | None, forced: dict[
     wants_format = fmt is not None and fmt.type != "text"
     if forced is not None:
         if wants_format or req.structured_outputs:
-            raise APIError(400, "constrained tool calls (tool_choice required or named, or strict tools) cannot also follow response_format or structured_outputs",
+            raise APIError(400, "constrained tool calls (tool_choice required or named, or strict tools) "
+                                "cannot also follow response_format or structured_outputs",
                            param="tool_choice", code="invalid_value")
         if choice == "auto":
             return grammar.call_or_text_grammar(forced, req.parallel_tool_calls, tags), "tools"

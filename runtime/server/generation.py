@@ -105,7 +105,8 @@ async def follow(loop: EngineLoop, gen: Generation, request: Request | None) -> 
             if delta is None:
                 continue
             if delta.error is not None:
-                raise APIError(400, delta.error, code="invalid_request")
+                raise APIError(delta.status, delta.error,
+                               code="invalid_request" if delta.status < 500 else "engine_error")
             yield delta
             if delta.finished:
                 return

@@ -5,10 +5,16 @@ serving), checks it against the live one (same architecture family, same tokeniz
 vocabulary, finite logits and a short greedy generation), and only then swaps it in between
 two engine steps. Refusals: 422 for a file that cannot be loaded, 409 for one that loads but
 does not match or fails the smoke test; the old revision keeps serving either way.
+
+Only files under the config's reload_dirs are opened (403 otherwise, decided from the
+resolved path before the file is read). Each activation records the file's digest; a
+rollback whose file no longer has it is refused (409), so a replaced file never serves
+under the old revision's name.
 """
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 from pathlib import Path
 
@@ -31,6 +37,25 @@ class Refused(Exception):
     def __init__(self, status: int, reason: str):
         super().__init__(reason)
         self.status, self.reason = status, reason
+
+
+def file_digest(path: str | Path) -> str:
+    """blake2b of the whole file (read once more right after the load: from the page cache)."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, lambda: hashlib.blake2b(digest_size=16)).hexdigest()
+
+
+def confined(state: ServerState, path: str) -> Path:
+    """`path` resolved, if it lies under one of the reload directories; else a 403 (nothing read)."""
+    try:
+        resolved = Path(path).resolve()
+    except (OSError, RuntimeError, ValueError) as e:
+        raise APIError(400, f"path cannot be resolved: {e}", param="path", code="invalid_value") from e
+    dirs = state.config.reload_dirs
+    if not any(resolved.is_relative_to(d.resolve()) for d in dirs):
+        raise APIError(403, "reload reads only from the model and revision directories: "
+                            + ", ".join(str(d) for d in dirs), param="path", code="path_not_allowed")
+    return resolved
 
 
 def load(state: ServerState, path: str, revision: str) -> LLMEngine:
@@ -81,6 +106,9 @@ def start(state: ServerState) -> None:
     engine = None
     if target and Path(target[0]).resolve() != Path(cfg.engine.model).resolve():
         try:
+            recorded = registry.entry(target[1]).get("digest")
+            if recorded is not None and file_digest(target[0]) != recorded:
+                raise Refused(409, f"{target[0]} changed since revision {target[1]} served")
             engine = load(state, *target)
             smoke_test(engine)
             log.info("resumed revision %s from %s", target[1], target[0])
@@ -94,22 +122,33 @@ def start(state: ServerState) -> None:
         state.load_error = e.reason
         log.error("model failed to load: %s", e.reason)
         return
-    registry.activated(engine.revision, engine.config.model, "start", **facts(engine))
+    registry.activated(engine.revision, engine.config.model, "start", **facts(engine),
+                       digest=file_digest(engine.config.model))
     state.loop = EngineLoop(engine)
 
 
-async def swap_in(state: ServerState, path: str | None, revision: str | None, action: str) -> dict:
+async def swap_in(state: ServerState, path: str, revision: str | None, action: str,
+                  expect_digest: str | None = None) -> dict:
     """Reload (action "reload") or roll back (action "rollback") to `path`; returns what
-    happened, or raises APIError with the reason and leaves the live revision serving."""
+    happened, or raises APIError with the reason and leaves the live revision serving.
+    With `expect_digest`, a file whose content changed is refused."""
     loop = state.ready()
     if state.reload_lock.locked():
         raise APIError(409, "a reload is already in progress", code="reload_in_progress")
     async with state.reload_lock:
         live = loop.live
+        confined(state, path)
         if not Path(path).is_file():
             state.registry.refused(revision, path, action, "no such file")
             state.metrics.reloads.labels("refused").inc()
             raise APIError(422, f"no such model file: {path}", param="path", code="model_not_found")
+        digest = await anyio.to_thread.run_sync(file_digest, path)
+        if expect_digest is not None and digest != expect_digest:
+            reason = f"{path} changed since revision {revision} served (its digest differs)"
+            state.registry.refused(None, path, action, reason)
+            state.metrics.reloads.labels("refused").inc()
+            raise APIError(409, f"{action} refused, still serving {live.revision}: {reason}",
+                           code="revision_changed")
         revision = revision or quick_digest(path)
         if state.registry.conflicts(revision, path):
             raise APIError(409, f"revision {revision!r} is already registered for another file",
@@ -122,7 +161,7 @@ async def swap_in(state: ServerState, path: str | None, revision: str | None, ac
             raise APIError(e.status, f"{action} refused, still serving {live.revision}: {e.reason}",
                            code=f"{action}_refused") from e
         old = loop.swap(engine)
-        state.registry.activated(revision, path, action, **facts(engine))
+        state.registry.activated(revision, path, action, **facts(engine), digest=digest)
         state.metrics.reloads.labels("ok").inc()
         draining = len(old.scheduler.running) + len(old.scheduler.waiting)
         log.info("%s: %s -> %s (%d requests finish on the old one)", action, old.revision, revision, draining)

@@ -17,6 +17,11 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+# Every number has bounds here, where it enters: an unbounded int would overflow the int32
+# arrays of the sampling batch or of a token list inside an engine step that other requests share.
+INT32_MAX = 2**31 - 1
+Count = Annotated[int, Field(ge=-INT32_MAX, le=INT32_MAX)]      # the route says what is too small
+TokenId = Annotated[int, Field(ge=0, le=INT32_MAX)]
 Temperature = Annotated[float, Field(ge=0.0, le=2.0)]
 Penalty = Annotated[float, Field(ge=-2.0, le=2.0)]
 Seed = Annotated[int, Field(ge=-(2**63), le=2**64 - 1)]
@@ -121,7 +126,7 @@ class SamplingFields(Strict):
     n: Annotated[int, Field(ge=1, le=1)] = 1
     temperature: Temperature | None = None
     top_p: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
-    top_k: Annotated[int, Field(ge=0)] | None = None
+    top_k: Annotated[int, Field(ge=0, le=INT32_MAX)] | None = None
     min_p: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
     repetition_penalty: Annotated[float, Field(gt=0.0, le=10.0)] | None = None
     presence_penalty: Penalty | None = None
@@ -142,8 +147,8 @@ class SamplingFields(Strict):
 
 class ChatCompletionRequest(SamplingFields):
     messages: Annotated[list[ChatMessage], Field(min_length=1)]
-    max_tokens: int | None = None
-    max_completion_tokens: int | None = None
+    max_tokens: Count | None = None
+    max_completion_tokens: Count | None = None
     tools: list[Tool] | None = None
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool = True
@@ -158,9 +163,9 @@ class ChatCompletionRequest(SamplingFields):
 
 
 class CompletionRequest(SamplingFields):
-    prompt: str | Annotated[list[int], Field(min_length=1)] | Annotated[list[str], Field(min_length=1, max_length=1)] \
-        | Annotated[list[Annotated[list[int], Field(min_length=1)]], Field(min_length=1, max_length=1)]
-    max_tokens: int | None = 16
+    prompt: str | Annotated[list[TokenId], Field(min_length=1)] | Annotated[list[str], Field(min_length=1, max_length=1)] \
+        | Annotated[list[Annotated[list[TokenId], Field(min_length=1)]], Field(min_length=1, max_length=1)]
+    max_tokens: Count | None = 16
     logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
     echo: Literal[False] = False
     best_of: Annotated[int, Field(ge=1, le=1)] | None = None
@@ -184,9 +189,9 @@ class TokenizeRequest(Strict):
 
 class DetokenizeRequest(Strict):
     model: str | None = None
-    tokens: list[int]
+    tokens: list[TokenId]
 
 
 class ReloadRequest(Strict):
-    path: str
+    path: Annotated[str, Field(min_length=1, max_length=4096, pattern=r"^[^\x00-\x1f]*$")]
     revision: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:+-]+$")] | None = None

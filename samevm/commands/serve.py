@@ -14,6 +14,8 @@ def register(sub) -> None:
     p.add_argument("--host", help="address to bind (default 127.0.0.1; off loopback needs --api-key)")
     p.add_argument("--port", type=int, help="port (default: the settings' runtime_port, 8081)")
     p.add_argument("--api-key", help="require `Authorization: Bearer KEY` (default $SAMEVM_API_KEY)")
+    p.add_argument("--allowed-host", action="append", metavar="NAME",
+                   help="a Host name to answer to besides loopback and --host (repeatable; '*' for any)")
     p.add_argument("--backend", choices=["auto", "cpu", "cuda"])
     p.add_argument("--cpu-dtype", choices=["int8", "bfloat16", "float32"],
                    help="CPU weights (default: the settings' cpu_dtype, int8; float32 is the reference)")
@@ -23,6 +25,9 @@ def register(sub) -> None:
     p.add_argument("--cuda", action="append", metavar="NAME=VALUE",
                    help="a CUDA backend option (runtime/config.py CudaOptions), e.g. kv_dtype=bfloat16; "
                         "repeatable, over the settings' SAMEVM_CUDA")
+    p.add_argument("--reload-root", action="append", metavar="DIR",
+                   help="a folder /admin/reload may load from, besides the model's own and the data "
+                        "directory's models and revisions (repeatable)")
     p.add_argument("--no-resume", action="store_true",
                    help="serve --model even if a reload made another revision active")
     p.set_defaults(func=run)
@@ -39,7 +44,9 @@ def build_config(args, settings) -> ServerConfig:
                           cuda=settings.cuda_options(args.cuda))
     return ServerConfig(engine=engine, model_id=model_id, home=settings.home,
                         host=args.host or settings.host, port=args.port or settings.runtime_port,
-                        api_key=args.api_key or settings.api_key, resume=not args.no_resume)
+                        api_key=args.api_key or settings.api_key, resume=not args.no_resume,
+                        allowed_hosts=tuple(args.allowed_host or settings.allowed_hosts),
+                        reload_roots=tuple(Path(d) for d in args.reload_root or ()))
 
 
 def run(args, settings) -> int:

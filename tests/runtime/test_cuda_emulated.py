@@ -288,3 +288,32 @@ SLOW_ON_EMULATOR = ("test_concurrent_requests_equal_each_alone", "test_preemptio
 def test_engine_behaviour_on_emulator(name, on_emulator, model_path, tokenizer_cache):  # noqa: F811
     assert engine_tests.make_engine(model_path, tokenizer_cache).overlap
     engine_tests.run_behaviour(name, model_path, tokenizer_cache)
+
+
+def test_a_failing_sequence_fails_alone_while_steps_overlap(tiny_gguf, tokenizer_cache):
+    """The overlapped engine isolates too: the step that cannot be built (one request's top_k
+    overflows the int32 sampling batch) resolves the step in flight first, then runs each
+    sequence alone; the others keep the tokens the synchronous engine gives them."""
+    path = tiny_gguf("qwen3", Q.Q8_0)
+
+    def engine(overlap):
+        config = EngineConfig(model=path, backend="cpu", kv_cache_mb=16, tokenizer_cache=tokenizer_cache,
+                              overlap=overlap)
+        return LLMEngine(config, ops=CUDAOps(device=emulator.EmuDevice(), kv_dtype="float32", gemm_dtype="float32"))
+
+    sync, fast = engine(False), engine(True)
+    assert fast.overlap
+    greedy = SamplingParams(max_tokens=4, temperature=0, ignore_eos=True)
+    prompts = [sync.tokenizer.encode(f"Count {i} pears") for i in range(2)]
+    alone = [sync.generate([p], greedy)[0].token_ids for p in prompts]
+    seqs = [fast.add_request(prompts[0], greedy)]
+    fast.step()                                       # a step in flight when the poison joins
+    poison = SamplingParams(max_tokens=4, temperature=0.7)
+    poison.top_k = 2**31
+    bad = fast.add_request(prompts[1], poison)
+    seqs.append(fast.add_request(prompts[1], greedy))
+    errors = []
+    while fast.has_unfinished():
+        errors += [out.error for out in fast.step() if out.error]
+    assert bad.finish_reason == "error" and len(errors) == 1 and "OverflowError" in errors[0]
+    assert [s.output_ids for s in seqs] == alone and fast.blocks.num_used == 0

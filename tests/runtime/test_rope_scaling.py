@@ -65,7 +65,7 @@ def test_models_reports_the_served_context_and_its_scaling(tiny_gguf, tmp_path):
     path = tiny_gguf("qwen2", shape=Shape(context=TRAINED))
     cfg = EngineConfig(model=path, backend="cpu", kv_cache_mb=16, max_model_len=2 * TRAINED,
                        tokenizer_cache=str(tmp_path / "tok"))
-    with TestClient(create_app(ServerConfig(engine=cfg, model_id="tiny", home=tmp_path))) as client:
+    with TestClient(base_url="http://127.0.0.1", app=create_app(ServerConfig(engine=cfg, model_id="tiny", home=tmp_path))) as client:
         deadline = time.monotonic() + 120
         while client.get("/health").status_code != 200:
             assert time.monotonic() < deadline

@@ -101,3 +101,84 @@ def test_a_child_that_keeps_dying_is_given_up(tmp_path):
         assert (tmp_path / "flaky.log").read_text().count("\nboom\n") == 3     # each start logged its output
     finally:
         stack.stop()
+
+
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(600)"]
+
+
+def test_children_die_with_a_killed_supervisor(tmp_path):
+    script = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from samevm.probe import probe_health\n"
+        "from samevm.supervisor import Service, Stack\n"
+        "from tests.stack_fixtures import stack_settings, free_port\n"
+        f"stack = Stack(stack_settings(Path({str(tmp_path / 'home')!r}), 'unused.gguf'), attach=False)\n"
+        f"stack.services = [Service('sleeper', {SLEEPER!r}, f'http://127.0.0.1:{{free_port()}}', probe_health,\n"
+        f"                          Path({str(tmp_path / 's.log')!r}))]\n"
+        "stack.start()\n"
+        "print(stack.service('sleeper').proc.pid, flush=True)\n"
+        "time.sleep(600)\n")
+    sup = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE, text=True,
+                           env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        child = int(sup.stdout.readline())
+        assert alive(child)
+        sup.kill()                                    # SIGKILL: no chance to stop its children
+        sup.wait()
+        wait_until(lambda: not alive(child), "the child to die with its supervisor", timeout=30)
+    finally:
+        sup.kill()
+
+
+def orphan_server(home: Path, port: int) -> list[str]:
+    """A stand-in for a samevm child: answers /health on `port`, its command line names `home`."""
+    code = ("import sys, http.server, json\n"
+            "class H(http.server.BaseHTTPRequestHandler):\n"
+            "    def do_GET(self):\n"
+            "        body = json.dumps({'status': 'ok'}).encode()\n"
+            "        self.send_response(200); self.send_header('Content-Length', str(len(body)))\n"
+            "        self.end_headers(); self.wfile.write(body)\n"
+            "    def log_message(self, *a): pass\n"
+            f"http.server.HTTPServer(('127.0.0.1', {port}), H).serve_forever()\n")
+    return [sys.executable, "-c", code, "samevm", "--home", str(home)]
+
+
+def test_a_new_supervisor_stops_the_orphans_of_a_dead_one(tmp_path, caplog):
+    home, port = tmp_path / "home", free_port()
+    url = f"http://127.0.0.1:{port}"
+    orphan = subprocess.Popen(orphan_server(home, port), start_new_session=True)
+    try:
+        wait_until(lambda: probe_health(url).up, "the orphan to answer", timeout=30)
+        dead = subprocess.Popen([sys.executable, "-c", "pass"])
+        dead.wait()
+        (home / "run").mkdir(parents=True)
+        (home / "run" / "stack.json").write_text(json.dumps({"supervisor_pid": dead.pid, "services": [
+            {"name": "svc", "pid": orphan.pid, "state": "ready"}]}))
+        stack = Stack(stack_settings(home, "unused.gguf"), stop_timeout=10)
+        stack.services = [Service("svc", orphan_server(home, port), url, probe_health, tmp_path / "svc.log")]
+        with caplog.at_level("WARNING"):
+            stack.start()
+        try:
+            assert orphan.wait(15) is not None                     # stopped, not attached
+            assert "left running by a supervisor that died" in caplog.text
+            stack.wait_ready(timeout=60)
+            svc = stack.service("svc")
+            assert not svc.external and svc.state == "ready" and svc.proc.pid != orphan.pid
+        finally:
+            stack.stop()
+    finally:
+        orphan.kill()
+
+
+def test_bad_settings_fail_at_once_with_the_childs_reason(tiny_gguf, tmp_path):
+    settings = stack_settings(tmp_path / "home", tiny_gguf("qwen2"), host="0.0.0.0")
+    stack = Stack(settings, attach=False, env={"SAMEVM_API_KEY": ""})
+    stack.start()
+    try:
+        with pytest.raises(StackError, match="API key") as failed:
+            stack.wait_ready(timeout=120)
+        assert "code 2" in str(failed.value)
+        assert all(s.restarts == 0 for s in stack.services)
+    finally:
+        stack.stop()

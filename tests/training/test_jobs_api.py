@@ -70,7 +70,7 @@ def home(tmp_path, monkeypatch) -> Path:
 @pytest.fixture
 def client(home, tmp_path):
     settings = WorkerSettings(home=home, allowed_roots=[tmp_path], runtime_url=None)
-    with TestClient(create(settings)) as c:
+    with TestClient(base_url="http://127.0.0.1", app=create(settings)) as c:
         yield c
         for job in c.get("/v1/jobs").json()["data"]:       # leave no training process behind
             if job["state"] in ("queued", "running"):

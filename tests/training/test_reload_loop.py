@@ -48,7 +48,7 @@ def live(tiny_gguf, tmp_path, monkeypatch):
     server = start_server(str(base), home)
     settings = WorkerSettings(home=home, allowed_roots=[tmp_path], runtime_url=server.url)
     try:
-        with TestClient(create(settings)) as worker:
+        with TestClient(base_url="http://127.0.0.1", app=create(settings)) as worker:
             yield server, worker, str(base)
     finally:
         server.stop()

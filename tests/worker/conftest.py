@@ -30,7 +30,7 @@ def make_client(tmp_path, embedder):
 
     def make(**overrides) -> TestClient:
         settings = WorkerSettings(**{"home": tmp_path / "home", "runtime_url": None, **overrides})
-        client = TestClient(create_app(settings, embedder=embedder))
+        client = TestClient(base_url="http://127.0.0.1", app=create_app(settings, embedder=embedder))
         client.__enter__()
         clients.append(client)
         return client

@@ -32,7 +32,7 @@ def speech_client(tmp_path_factory, embedder):
     from worker.main import create_app
     from worker.settings import WorkerSettings
     home = tmp_path_factory.mktemp("speech-home")
-    with TestClient(create_app(WorkerSettings(home=home, runtime_url=None), embedder=embedder)) as c:
+    with TestClient(base_url="http://127.0.0.1", app=create_app(WorkerSettings(home=home, runtime_url=None), embedder=embedder)) as c:
         yield c
 
 

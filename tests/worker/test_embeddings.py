@@ -10,7 +10,7 @@ import pytest
 
 @pytest.fixture
 def oai(client):
-    return openai.OpenAI(base_url="http://testserver/v1", api_key="unused", http_client=client)
+    return openai.OpenAI(base_url="http://127.0.0.1/v1", api_key="unused", http_client=client)
 
 
 def test_openai_client_gets_the_models_vectors(oai, embedder):

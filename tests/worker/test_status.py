@@ -10,7 +10,7 @@ def test_models_load_lazily_and_cache_clear_unloads(make_client, tmp_path):
 
     from worker.main import create_app
     from worker.settings import WorkerSettings
-    with TestClient(create_app(WorkerSettings(home=tmp_path / "h", runtime_url=None), embedder=own)) as client:
+    with TestClient(base_url="http://127.0.0.1", app=create_app(WorkerSettings(home=tmp_path / "h", runtime_url=None), embedder=own)) as client:
         assert client.get("/health").json() == {"status": "ok"}
         loaded = {m["name"]: m["loaded"] for m in client.get("/v1/status").json()["models"]}
         assert loaded == {"all-minilm-l6-v2": False, "piper-joe": False, "whisper-base": False}

@@ -1,7 +1,10 @@
 """Hot reload, rollback and the revision registry. Loopback only unless an API key is set."""
 from __future__ import annotations
 
+import json
+
 from fastapi import APIRouter
+from fastapi.responses import Response
 
 from httpkit.errors import APIError
 from runtime.server import loading
@@ -20,13 +23,15 @@ async def reload(body: ReloadRequest, state: Server):
 @router.get("/revisions")
 async def revisions(state: Server):
     """Revisions of the served model: active, last known good, and the history."""
-    return state.registry.describe()
+    # ASCII-escaped: a registry written by an older version may hold a path UTF-8 cannot encode
+    return Response(json.dumps(state.registry.describe(), ensure_ascii=True), media_type="application/json")
 
 
 @router.post("/rollback")
 async def rollback(state: Server):
-    """Go back to the last known good revision."""
+    """Go back to the last known good revision, if its file still has the content it served with."""
     target = state.registry.last_known_good
     if target is None:
         raise APIError(409, "there is no earlier revision to roll back to", code="no_rollback_target")
-    return await loading.swap_in(state, state.registry.entry(target)["path"], target, "rollback")
+    entry = state.registry.entry(target)
+    return await loading.swap_in(state, entry["path"], target, "rollback", expect_digest=entry.get("digest"))

@@ -13,6 +13,7 @@ from runtime.server import loading
 from runtime.server.app import create_app
 from runtime.server.config import ServerConfig
 
+LOCAL = "http://127.0.0.1"     # the Guard answers loopback names only (not "testserver")
 ASK = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
 
 
@@ -35,7 +36,7 @@ def test_health_is_503_until_the_model_serves(tiny_gguf, tmp_path):
         release.wait(60)
         loading.start(state)
 
-    with TestClient(create_app(config(tiny_gguf("qwen2"), tmp_path), start=held_start)) as client:
+    with TestClient(base_url=LOCAL, app=create_app(config(tiny_gguf("qwen2"), tmp_path), start=held_start)) as client:
         r = client.get("/health")
         assert r.status_code == 503 and r.json()["error"]["code"] == "model_loading"
         assert set(r.json()["error"]) == {"message", "type", "param", "code"}
@@ -52,7 +53,7 @@ def test_health_is_503_until_the_model_serves(tiny_gguf, tmp_path):
 def test_a_model_that_fails_to_load_says_why(tmp_path):
     bad = tmp_path / "broken.gguf"
     bad.write_bytes(b"GGUF" + b"\0" * 64)
-    with TestClient(create_app(config(str(bad), tmp_path))) as client:
+    with TestClient(base_url=LOCAL, app=create_app(config(str(bad), tmp_path))) as client:
         deadline = time.monotonic() + 60
         while client.get("/health").json()["error"]["code"] == "model_loading":
             assert time.monotonic() < deadline
@@ -64,20 +65,20 @@ def test_a_model_that_fails_to_load_says_why(tmp_path):
 
 def test_admin_is_loopback_only_without_a_key(tiny_gguf, tmp_path):
     app = create_app(config(tiny_gguf("qwen2"), tmp_path))
-    with TestClient(app, client=("192.0.2.7", 5000)) as remote:
+    with TestClient(base_url=LOCAL, app=app, client=("192.0.2.7", 5000)) as remote:
         wait_healthy(remote)
         r = remote.get("/admin/revisions")
         assert r.status_code == 403 and r.json()["error"]["code"] == "admin_loopback_only"
         assert remote.post("/admin/reload", json={"path": "x.gguf"}).status_code == 403
         assert remote.post("/v1/chat/completions", json=ASK).status_code == 200
-    with TestClient(app, client=("127.0.0.1", 5000)) as local:
+    with TestClient(base_url=LOCAL, app=app, client=("127.0.0.1", 5000)) as local:
         wait_healthy(local)
         assert local.get("/admin/revisions").status_code == 200
 
 
 def test_an_api_key_guards_everything_but_health_and_metrics(tiny_gguf, tmp_path):
     app = create_app(config(tiny_gguf("qwen2"), tmp_path, host="0.0.0.0", api_key="s3cret"))
-    with TestClient(app, client=("192.0.2.7", 5000)) as client:
+    with TestClient(base_url=LOCAL, app=app, client=("192.0.2.7", 5000)) as client:
         wait_healthy(client)
         assert client.get("/metrics").status_code == 200
         for method, path, body in (("post", "/v1/chat/completions", ASK), ("get", "/v1/models", None),
@@ -92,11 +93,11 @@ def test_an_api_key_guards_everything_but_health_and_metrics(tiny_gguf, tmp_path
 
 def test_no_resume_serves_the_configured_model(tiny_gguf, tmp_path):
     base, new = tiny_gguf("qwen2"), tiny_gguf("qwen2", seed=1)
-    with TestClient(create_app(config(base, tmp_path), start=loading.start), client=("127.0.0.1", 1)) as c:
+    with TestClient(base_url=LOCAL, app=create_app(config(base, tmp_path), start=loading.start), client=("127.0.0.1", 1)) as c:
         wait_healthy(c)
         assert c.post("/admin/reload", json={"path": new, "revision": "r3"}).status_code == 200
     for resume in (True, False):
-        with TestClient(create_app(config(base, tmp_path, resume=resume)), client=("127.0.0.1", 1)) as c:
+        with TestClient(base_url=LOCAL, app=create_app(config(base, tmp_path, resume=resume)), client=("127.0.0.1", 1)) as c:
             wait_healthy(c)
             revision = c.get("/v1/models").json()["data"][0]["revision"]
             if resume:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -17,7 +18,7 @@ PROBE = [{"role": "user", "content": "Which revision are you?"}]
 @pytest.fixture(scope="module")
 def files(tiny_gguf, tmp_path_factory):
     base = tiny_gguf("qwen2")
-    corrupt = tmp_path_factory.mktemp("bad") / "truncated.gguf"
+    corrupt = Path(base).parent / "truncated.gguf"          # reload reads only beside the served model
     with open(base, "rb") as f:
         corrupt.write_bytes(f.read()[: 200_000])
     return {"base": base, "new": tiny_gguf("qwen2", seed=1), "llama": tiny_gguf("llama"),
@@ -67,7 +68,7 @@ def test_reload_while_streaming_then_refusals_then_rollback(files, tmp_path):
             assert r.status_code == status, r.text
             assert reason in r.json()["error"]["message"] and "still serving r2" in r.json()["error"]["message"]
             assert ask(server).parse().system_fingerprint == "r2"
-        r = server.post("/admin/reload", json={"path": "/no/such/file.gguf"})
+        r = server.post("/admin/reload", json={"path": str(Path(files["base"]).parent / "missing.gguf")})
         assert r.status_code == 422
         r = server.post("/admin/reload", json={"path": files["base"], "revision": "r2"})
         assert r.status_code == 409 and r.json()["error"]["code"] == "revision_conflict"
@@ -89,7 +90,8 @@ def test_reload_while_streaming_then_refusals_then_rollback(files, tmp_path):
 
 def test_history_and_active_revision_survive_a_restart(files, tmp_path):
     home = tmp_path / "home"
-    moved = shutil.copy(files["new"], tmp_path / "promoted.gguf")
+    (home / "training" / "revisions" / "r3").mkdir(parents=True)
+    moved = shutil.copy(files["new"], home / "training" / "revisions" / "r3" / "model.gguf")
     server = start_server(files["base"], home)
     try:
         assert server.post("/admin/reload", json={"path": str(moved), "revision": "r3"}).status_code == 200

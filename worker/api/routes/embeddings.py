@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import base64
-from typing import Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
@@ -17,11 +17,15 @@ ALIASES = {"all-minilm-l6-v2", "all-MiniLM-L6-v2", "sentence-transformers/all-Mi
 MAX_INPUTS = 2048
 
 
+# The model reads 256 tokens of a text; the tokenizer would still read all of it, so a text is bounded.
+Text = Annotated[str, Field(max_length=100_000)]
+
+
 class EmbeddingRequest(BaseModel):
-    input: str | list[str] = Field(description="a text or a list of texts (token arrays are not taken)")
+    input: Text | list[Text] = Field(description="a text or a list of texts (token arrays are not taken)")
     model: str = "all-minilm-l6-v2"
     encoding_format: Literal["float", "base64"] = "float"
-    dimensions: int | None = Field(None, ge=1, description="must equal the model's dimension if given")
+    dimensions: int | None = Field(None, ge=1, le=65_536, description="must equal the model's dimension if given")
     user: str | None = None
 
 

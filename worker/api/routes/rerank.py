@@ -19,7 +19,7 @@ class RerankRequest(BaseModel):
     documents: list[str | TextDocument] = Field(min_length=1, max_length=1000)
     model: str | None = Field(None, description="backend: embedding | cross-encoder | llm; "
                                                 "default: the worker's setting")
-    top_n: int | None = Field(None, ge=1)
+    top_n: int | None = Field(None, ge=1, le=1000)
     return_documents: bool = False
 
 

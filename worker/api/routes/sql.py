@@ -30,7 +30,8 @@ class SqlResult(BaseModel):
     db: str
     columns: list[str]
     rows: list[list[Any]]
-    truncated: bool = Field(description="true when rows stopped at the row limit")
+    truncated: bool = Field(description="true when rows stopped at the row limit or the byte limit")
+    truncated_reason: str | None = Field(None, description="which limit cut the rows")
     rowcount: int | None = None
     lastrowid: int | None = None
 
