@@ -11,7 +11,8 @@ SYSTEM = (
     "call for the user instead of running it. Several calls go one per line, in order; read each "
     "result, then go on. Keep exact facts the user wants kept in a SQLite table (create it first "
     "if it does not exist), longer background text in the knowledge base, and short notes in "
-    "memory, only when the request asks for that. Use the exact values from the user's messages "
+    "memory, only when the request asks for that. When asked to look something up or check it, "
+    "call the tool even if you remember the answer. Use the exact values from the user's messages "
     "and from tool results. When the request is done, or if it needs no tool, reply to the user "
     "in plain sentences."
 )

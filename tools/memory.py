@@ -50,7 +50,8 @@ def _select(ctx: ToolContext, sql: str, params: dict) -> list[dict]:
 def register(registry: Registry) -> None:
     @registry.tool(toolset="memory")
     def memory_add(ctx: ToolContext, text: str, tags: list[str] | None = None) -> dict:
-        """Save a note to long-term memory so it can be recalled in later conversations.
+        """Save a short note to yourself in long-term memory, to recall in later conversations
+        (where you kept something, what the user prefers).
 
         Args:
             text: the note, written so it makes sense on its own later

@@ -21,8 +21,10 @@ def _ingest(ctx: ToolContext, body: dict) -> dict:
 def register(registry: Registry) -> None:
     @registry.tool(toolset="rag")
     def rag_ingest(ctx: ToolContext, text: str, source: str) -> dict:
-        """Store a text in the knowledge base, to be found later by topic with rag_search.
-        Storing the same text again changes nothing; a new text under the same source replaces it.
+        """File a passage of background text (notes, an article, documentation) in the knowledge
+        base, to be found later by topic with rag_search. Exact facts and records belong in a
+        SQLite table instead. Storing the same text again changes nothing; a new text under the
+        same source replaces it.
 
         Args:
             text: the text to store, word for word
@@ -44,8 +46,8 @@ def register(registry: Registry) -> None:
 
     @registry.tool(toolset="rag")
     def rag_search(ctx: ToolContext, query: str, collection: str = "default", k: int = 4) -> dict:
-        """Search the stored knowledge for passages about a question; each hit gives its
-        text, source and page.
+        """Search the knowledge base for background passages about a question; each hit gives
+        its text, source and page.
 
         Args:
             query: what to look for, in words

@@ -38,9 +38,10 @@ def rows_result(result: dict, max_rows: int = MAX_ROWS) -> dict:
 def register(registry: Registry) -> None:
     @registry.tool(toolset="sql")
     def sql_exec(ctx: ToolContext, db: str, sql: str) -> dict:
-        """Run one SQL statement that changes data (CREATE TABLE, INSERT, UPDATE, DELETE) in a
-        local SQLite database; the database is created on first use and the statement commits.
-        Read rows with sql_query.
+        """Keep exact facts and records (names, numbers, dates, amounts) in a table of a local
+        SQLite database: run one statement that changes data (CREATE TABLE IF NOT EXISTS first,
+        then INSERT; UPDATE, DELETE). The database is created on first use and the statement
+        commits. Read rows back with sql_query.
 
         Args:
             db: database name (letters, digits, '_' or '-')
@@ -60,7 +61,8 @@ def register(registry: Registry) -> None:
 
     @registry.tool(toolset="sql")
     def sql_query(ctx: ToolContext, db: str, sql: str) -> dict:
-        """Run one read-only SQL query (SELECT) in a local SQLite database and return its rows.
+        """Look up exact facts and records kept in a local SQLite database: run one read-only
+        query (SELECT) and return its rows.
 
         Args:
             db: database name
