@@ -201,16 +201,18 @@ def write_random_gguf(path: str | Path, arch: str = "qwen3", shape: Shape = Shap
         return (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
 
     h, d = shape.hidden, shape.head_dim
-    embed, output = rng.standard_normal((vocab, h)).astype(np.float32), matrix(vocab, h)
+    embed = rng.standard_normal((vocab, h)).astype(np.float32)
     if favour is not None:
         assert not tied, "a favoured token needs an output matrix of its own"
         shared = rng.standard_normal(h).astype(np.float32)
         shared /= np.linalg.norm(shared)
         embed += 3 * np.sqrt(h) * shared
-        output[tokens.index(favour)] = 10 * shared
     add(tensor_name(T.TOKEN_EMBD), embed, embed_qtype or qtype)
     add(tensor_name(T.OUTPUT_NORM), norm(h), Q.F32)
     if not tied:
+        output = matrix(vocab, h)          # drawn here, as always: a seed keeps giving the same model
+        if favour is not None:
+            output[tokens.index(favour)] = 10 * shared
         add(tensor_name(T.OUTPUT), output, qtype)
     for i in range(shape.layers):
         add(tensor_name(T.ATTN_NORM, i), norm(h), Q.F32)

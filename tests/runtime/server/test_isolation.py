@@ -46,7 +46,7 @@ def poisons() -> dict[str, SamplingParams]:
 
 @pytest.fixture(scope="module")
 def engine(tiny_gguf, tokenizer_cache):
-    return LLMEngine(EngineConfig(model=tiny_gguf("qwen2"), backend="cpu", tokenizer_cache=tokenizer_cache,
+    return LLMEngine.from_gguf(EngineConfig(model=tiny_gguf("qwen2"), backend="cpu", tokenizer_cache=tokenizer_cache,
                                   kv_cache_mb=16))
 
 
