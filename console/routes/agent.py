@@ -1,5 +1,5 @@
 """The agent loop as a chat option: one user turn through agents.loop.Agent, whose
-conversation (the earlier turns, carried compactly) lives here per conversation id."""
+conversation (the earlier turns' messages, within a budget) lives here per conversation id."""
 from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException
@@ -21,7 +21,6 @@ class TurnRequest(BaseModel):
     max_tokens: int = Field(200, ge=1, le=8192)
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     max_steps: int = Field(8, ge=1, le=32)
-    verify: bool = False
 
 
 @router.post("/turn")
@@ -33,8 +32,7 @@ async def turn(req: TurnRequest, state: StateDep) -> dict:
         raise HTTPException(400, f"unknown toolsets or tools {unknown}; toolsets: {registry.toolsets()}")
     tools = [t.openai() for t in registry.tools.values()
              if req.toolsets is None or t.toolset in req.toolsets or t.name in req.toolsets]
-    config = AgentConfig(max_steps=req.max_steps, max_tokens=req.max_tokens, temperature=req.temperature,
-                         verify=req.verify)
+    config = AgentConfig(max_steps=req.max_steps, max_tokens=req.max_tokens, temperature=req.temperature)
     agent = state.agent(req.conversation, config)
     try:
         result = await run_in_threadpool(agent.run, req.message, tools)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from dev.synthetic import Shape
 from tests.stack_fixtures import stack_settings, tiny_stack
 
 CHROMIUM = "/usr/bin/chromium"
@@ -49,7 +50,7 @@ def stack(tiny_gguf, tmp_path_factory):
     docs = root / "docs"
     docs.mkdir()
     model = docs / "tiny.gguf"
-    model.write_bytes(Path(tiny_gguf("qwen2")).read_bytes())
+    model.write_bytes(Path(tiny_gguf("qwen2", shape=Shape(context=4096))).read_bytes())
     settings = stack_settings(root / "home", str(model))
     with tiny_stack(settings, docs=docs, console=True) as s:
         yield s, settings, docs
