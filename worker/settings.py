@@ -28,11 +28,15 @@ class WorkerSettings(BaseSettings):
     allowed_roots: list[Path] = []          # local paths that ingest may read
     chroma_url: str | None = None           # a Chroma server instead of home/chroma
     max_upload_bytes: int = 50 << 20
+    ingest_seconds: float = 300.0           # per document read, and for embedding one request's chunks
+    max_pdf_pages: int = 5000               # per document
+    max_doc_chunks: int = 50_000            # per document
     chunk_tokens: int = 200
     chunk_overlap: int = 40
     embedding_path: Path | None = None      # a sentence-transformers folder; default all-MiniLM-L6-v2
     cross_encoder_path: Path | None = None
-    default_rerank: str = "embedding"
+    default_rerank: str = "embedding"       # /v1/rerank's backend
+    search_rerank: str = "context"          # RAG search's: context (stored vectors), none, or a backend
     runtime_url: str | None = "http://127.0.0.1:8081"   # for the llm reranker
     runtime_model: str | None = None        # None: the first model the runtime lists
     runtime_api_key: str | None = None
