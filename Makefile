@@ -4,14 +4,25 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup run test test-slow hermes clean
+.PHONY: setup system-packages run test test-slow hermes clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[dev,speech,train]'
 	touch $@
 
-setup: $(STAMP)
+setup: $(STAMP) system-packages
+
+# Debian packages the product uses where present: poppler-utils (pdftotext, the PDF text
+# extractor RAG measured best). Installed when root on apt; otherwise a message, and RAG
+# reads PDFs with pypdfium2 instead.
+DEBIAN_PACKAGES := poppler-utils
+system-packages:
+	@if command -v pdftotext >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		(apt-get install -y -q $(DEBIAN_PACKAGES) || (apt-get update -q && apt-get install -y -q $(DEBIAN_PACKAGES))) >/dev/null \
+		|| echo "note: apt-get could not install $(DEBIAN_PACKAGES); RAG falls back to pypdfium2"; \
+	else echo "note: pdftotext not found; install $(DEBIAN_PACKAGES) (sudo apt-get install $(DEBIAN_PACKAGES)) for the best PDF text; RAG falls back to pypdfium2"; fi
 
 # The main job: start the stack on the default model, run the canonical 5-turn suite through
 # the agent, print each turn's transcript and the pass/fail table (report under .samevm/suites/).
