@@ -1,14 +1,17 @@
 """Retrieval quality over real PDFs, per extractor and per retrieval setting.
 
-    python benchmarks/rag_eval.py [benchmarks/data/rag_questions.json] [--extractors pdftotext,pypdf]
+    nice -n 10 python benchmarks/rag_eval.py [benchmarks/data/rag_questions.json] \
+        [--extractors pdftotext,pypdf] [--subset-extractors pdfium,pdfminer --subset a.pdf,b.pdf]
 
 The PDFs come from Debian documentation packages (the question file names package and
 member): read from their installed path when present, else fetched with `apt-get download`
 and unpacked with `dpkg -x` under the cache folder. Without apt (not Debian) the script
 says so and exits 2. Every extractor's text of every PDF is measured (pages/s, glue rate:
 the share of letters in 20+-letter "words") and ingested into a collection of its own,
-all PDFs together; the default extractor's collection is then searched with every
-retrieval setting. A hit counts when its file name equals the question's source and its
+all PDFs together (extractors named in --subset-extractors: only the --subset PDFs, to
+spare embedding time on PDFs where all extractors give the same words); the default
+extractor's collection is then searched with every retrieval setting, the others with
+the default setting and plain vector search. A hit counts when its file name equals the question's source and its
 page is one of `pages`; a hard negative counts when one of its pages ranks above the
 first right hit. Writes benchmarks/results/rag_eval.json: one record per (extractor,
 setting) with recall@1/3/5/10, MRR@10, search latency, and the same per PDF; the record
@@ -37,7 +40,7 @@ from benchmarks.provenance import commit as head_commit  # noqa: E402
 
 from rag import extract  # noqa: E402
 from rag.budget import Budget  # noqa: E402
-from rag.index import CONTEXT, SearchSettings  # noqa: E402
+from rag.index import PRF  # noqa: E402
 from rag.pdf import clean_text, glue_rate  # noqa: E402
 from rag.types import Document, Page  # noqa: E402
 from worker.services import Services  # noqa: E402
@@ -108,16 +111,19 @@ def evaluate(index, questions, collection, mode, rerank, fusion) -> dict:
             "per_pdf": per_pdf, "ranks": ranks}
 
 
+OLD = {"per_page": 0}    # before: no limit of chunks per page in a result list
 SETTINGS = [   # (name, mode, rerank, fusion, SearchSettings changes)
-    ("vector", "vector", None, None, {}),
-    ("bm25", "bm25", None, None, {}),
-    ("hybrid rrf (the old default's fusion)", "hybrid", None, "rrf", {}),
-    ("hybrid rrf + embedding rerank (the old default)", "hybrid", "embedding", "rrf", {}),
-    *[(f"hybrid convex alpha={a}", "hybrid", None, "convex", {"alpha": a}) for a in (0.5, 0.6, 0.7, 0.8, 0.9)],
-    *[(f"hybrid convex alpha={a} + context {c}", "hybrid", CONTEXT, "convex", {"alpha": a, "context": c})
-      for a in (0.7, 0.8) for c in (0.15, 0.3, 0.5)],
+    ("vector", "vector", None, None, OLD),
+    ("bm25", "bm25", None, None, OLD),
+    ("hybrid rrf", "hybrid", None, "rrf", OLD),
+    ("the old default: hybrid rrf + embedding rerank", "hybrid", "embedding", "rrf", OLD),
+    *[(f"hybrid convex alpha={a}", "hybrid", None, "convex", {"alpha": a}) for a in (0.5, 0.6, 0.7, 0.8)],
+    ("hybrid convex alpha=0.6, chunks of a page not limited", "hybrid", None, "convex", OLD),
+    *[(f"hybrid convex + prf weight={w} top={t}", "hybrid", PRF, "convex", {"prf_weight": w, "prf_top": t})
+      for w in (0.3, 0.5) for t in (3, 5)],
     ("hybrid convex + embedding rerank", "hybrid", "embedding", "convex", {}),
 ]
+DEFAULT_SETTING = ("default: hybrid convex + prf", "hybrid", PRF, "convex", {})
 
 
 def main() -> int:
@@ -125,38 +131,54 @@ def main() -> int:
     p.add_argument("questions", type=Path, nargs="?", default=ROOT / "benchmarks" / "data" / "rag_questions.json")
     p.add_argument("--home", type=Path, default=ROOT / ".samevm" / "rag_eval")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "rag_eval.json")
-    p.add_argument("--extractors", default=",".join(extract.EXTRACTORS))
+    p.add_argument("--extractors", default=",".join(extract.EXTRACTORS), help="indexed and searched")
+    p.add_argument("--subset-extractors", default="", help="of those, the ones indexed on --subset only")
+    p.add_argument("--subset", default="auto-multiple-choice.en.pdf,manual.pdf", help="PDF file names")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads; on a CPU shared with other jobs one thread embeds faster than two")
     p.add_argument("--chunk-tokens", type=int, default=200)
     p.add_argument("--chunk-overlap", type=int, default=40)
     args = p.parse_args()
 
+    import torch
+    torch.set_num_threads(args.threads)
     spec = json.loads(args.questions.read_text())
     paths = [fetch(d, args.home / "pdfs") for d in spec["documents"]]
     settings = WorkerSettings(home=args.home, runtime_url=None, chunk_tokens=args.chunk_tokens,
                               chunk_overlap=args.chunk_overlap)
     index = Services(settings).rag
     defaults = index.settings
-    questions = spec["questions"]
     extractors, results = {}, []
-    for name in args.extractors.split(","):
+    subset_extractors = set(filter(None, args.subset_extractors.split(",")))
+    for name in extract.EXTRACTORS:
         docs, per_pdf = [], {}
         for path in paths:
             doc, glue, rate = read(path, name)
             docs.append(doc)
             per_pdf[path.name] = {"pages": len(doc.pages), "glue_rate": round(glue, 4), "pages_per_s": round(rate, 1)}
-        collection = f"eval-{name}"
+        extractors[name] = {"per_pdf": per_pdf}
+        print(name, json.dumps(per_pdf), file=sys.stderr)
+        if name not in args.extractors.split(","):
+            continue
+        questions = spec["questions"]
+        if name in subset_extractors:
+            keep = set(args.subset.split(","))
+            docs = [d for d in docs if Path(d.source).name in keep]
+            questions = [q for q in questions if q["source"] in keep]
+            extractors[name]["indexed"] = sorted(keep)
+        collection = f"eval-{name}" + ("-subset" if name in subset_extractors else "")
         t0 = time.perf_counter()
         index.ingest_many(docs, collection)
         chunks = index.corpus(collection).count
-        extractors[name] = {"per_pdf": per_pdf, "chunks": chunks, "index_s": round(time.perf_counter() - t0, 1)}
-        print(name, json.dumps(extractors[name]), file=sys.stderr)
-        runs = SETTINGS if name == extract.DEFAULT else [s for s in SETTINGS if s[0].startswith(("vector", "hybrid convex alpha=0.7 + context 0.3"))]
+        extractors[name].update(chunks=chunks, index_s=round(time.perf_counter() - t0, 1),
+                                index_pages_per_s=round(sum(len(d.pages) for d in docs) / (time.perf_counter() - t0), 1))
+        runs = SETTINGS if name == extract.DEFAULT else SETTINGS[:1] + [DEFAULT_SETTING]
         for label, mode, rerank, fusion, changes in runs:
             index.settings = replace(defaults, **changes)
             r = evaluate(index, questions, collection, mode, rerank, fusion)
-            is_default = (name == extract.DEFAULT and mode == "hybrid" and rerank == CONTEXT
-                          and fusion == defaults.fusion and index.settings == defaults)
-            results.append({"extractor": name, "setting": label, "mode": mode, "rerank": rerank, "fusion": fusion,
+            is_default = (name == extract.DEFAULT and (mode, rerank, fusion) == DEFAULT_SETTING[1:4]
+                          and index.settings == defaults)
+            results.append({"extractor": name, "setting": label, "pdfs": sorted({q["source"] for q in questions}), "mode": mode, "rerank": rerank, "fusion": fusion,
                             **({"default": True} if is_default else {}), **asdict(index.settings), **r,
                             "chunks": chunks})
             print(f"{name:12s} {label:48s} " + " ".join(f"{k}={r[k]}" for k in ("recall@1", "recall@5", "mrr@10",
@@ -167,7 +189,7 @@ def main() -> int:
     load = os.getloadavg()
     report = {
         "benchmark": "rag_eval", "questions_file": str(args.questions.relative_to(ROOT)) if args.questions.is_relative_to(ROOT) else str(args.questions),
-        "questions": len(questions), "documents": spec["documents"],
+        "questions": len(spec["questions"]), "documents": spec["documents"], "threads": args.threads,
         "defaults": {"extractor": extract.DEFAULT, **asdict(defaults), "chunk_tokens": index.chunk_tokens,
                      "chunk_overlap": index.chunk_overlap, "embedding": index.embedder.name},
         "extractors": extractors, "results": results,

@@ -5,8 +5,8 @@ A chunk never crosses a page (so every chunk has one page number) and never hold
 tokens than the model reads (all-MiniLM-L6-v2 truncates at 256 word pieces: a longer
 chunk would be embedded by its head only). A window ends at the last sentence end (".",
 "!", "?" or ":" before a space, or a line break) in its second half, else at a word
-boundary; the next window starts at a sentence start within the overlap, else at a word
-start. `offsets(text)` gives the (start, end) character span of each token, special
+boundary; the next window starts at the sentence start nearest `overlap` tokens back
+(within twice that), else at a word start. `offsets(text)` gives the (start, end) character span of each token, special
 tokens excluded, as a fast tokenizer's offset mapping does.
 """
 from __future__ import annotations
@@ -17,6 +17,8 @@ from typing import Callable, Iterable
 from rag.types import Chunk, Page
 
 Offsets = Callable[[str], list[tuple[int, int]]]
+# "4.2.2 Nominative sheets", or the number alone on its line and the title on the next (pdftotext)
+_HEADING = re.compile(r"^[ \t]*(\d{1,2}(?:\.\d{1,2}){0,4})\.?[ \t]*(?:\n\s*)?([A-Z][^\n.]{2,70})$", re.M)
 _SENTENCE_END = re.compile(r"[.!?:;]['\")\]]?$")
 
 
@@ -43,22 +45,34 @@ def _windows(text: str, spans: list[tuple[int, int]], size: int, overlap: int) -
         yield i, j
         if j == n:
             return
-        lo = max(j - overlap, i + 1)
-        nxt = next((t for t in range(lo, j) if sentence[t]), None)
-        i = nxt if nxt is not None else next((t for t in range(lo, j) if word[t]), j)
+        want = max(j - overlap, i + 1)    # a sentence start near `overlap` tokens back, else a word start
+        starts = [t for t in range(max(j - 2 * overlap, i + 1), j) if sentence[t]]
+        i = min(starts, key=lambda t: abs(t - want)) if starts else next((t for t in range(want, j) if word[t]), j)
 
 
 def chunk_pages(pages: Iterable[Page], offsets: Offsets, size: int, overlap: int) -> list[Chunk]:
     assert 0 <= overlap < size, (size, overlap)
     chunks: list[Chunk] = []
+    section = ""
     for page in pages:
+        heads = [(m.start(), f"{m.group(1)} {m.group(2).strip()}") for m in _HEADING.finditer(page.text)]
         spans = offsets(page.text)
         for i, j in _windows(page.text, spans, size, overlap):
             start, end = spans[i][0], spans[j - 1][1]
             text = page.text[start:end].strip()
+            section = next((h for at, h in reversed(heads) if at <= start), section)
             if text:
-                chunks.append(Chunk(text, page.number, len(chunks), start, end))
+                chunks.append(Chunk(text, page.number, len(chunks), start, end, section))
+        section = heads[-1][1] if heads else section
     return chunks
+
+
+def embedding_text(chunk: Chunk) -> str:
+    """What a chunk's vector is made of: its section heading, when the chunk does not start
+    with it, then its text. Questions often name the topic a section title names."""
+    if chunk.section and not chunk.text.startswith(chunk.section.split(" ", 1)[-1][:20]):
+        return f"{chunk.section}\n{chunk.text}"
+    return chunk.text
 
 
 def word_offsets(text: str) -> list[tuple[int, int]]:

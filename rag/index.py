@@ -9,9 +9,11 @@ so a failure leaves that document as it was. Writes are serialised by a lock. A 
 bounds each document's chunks and the call's time, and stops it when the caller cancels.
 
 Search scores every chunk of the collection in memory (rag.corpus): cosine against the
-stored vectors, BM25, fused (rag.fusion), then optionally reranked: "context" adds a share
-of the best neighbour's score on the same page (an answer cut by a chunk boundary), other
-names go to rag.rerank's backends over the top candidates' texts.
+stored vectors, BM25, fused (rag.fusion), then optionally reranked. "prf" (pseudo-relevance
+feedback, Rocchio 1971) moves the query vector toward the stored vectors of the best fused
+chunks and scores again: no text is embedded again, the cost is one more matrix-vector
+product. Other names go to rag.rerank's backends over the top candidates' texts. A result
+list holds at most `per_page` chunks of one page, so k hits show k places to look.
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from typing import Callable
 import numpy as np
 
 from rag.budget import Budget
-from rag.chunking import chunk_pages
+from rag.chunking import chunk_pages, embedding_text
 from rag.corpus import Corpus
 from rag.embedding import Embedder
 from rag.errors import InputError
@@ -34,7 +36,7 @@ from rag.store import ChromaStore, check_collection_name
 from rag.types import Document, Hit
 
 MODES = ("hybrid", "vector", "bm25")
-CONTEXT = "context"
+PRF = "prf"
 EMBED_BATCH = 256          # texts per embed call: the budget is checked between calls
 
 
@@ -45,10 +47,12 @@ def doc_id_for(source: str) -> str:
 @dataclass(slots=True)
 class SearchSettings:
     fusion: str = "convex"
-    alpha: float = 0.7           # convex: the cosine's weight
-    context: float = 0.3         # context rerank: the neighbour's share
-    candidates: int = 50         # rerank_top for text rerankers; rrf list depth
-    rerank_top: int = 20
+    alpha: float = 0.6           # convex: the cosine's weight
+    prf_weight: float = 0.5      # prf: the share of the feedback centroid in the new query vector
+    prf_top: int = 5             # prf: how many of the best chunks make the centroid
+    per_page: int = 1            # chunks of one page in a result list (0: no limit)
+    candidates: int = 50         # rrf list depth
+    rerank_top: int = 20         # chunks a text reranker rescores
 
 
 class RagIndex:
@@ -88,7 +92,7 @@ class RagIndex:
                 budget.check_chunks(len(chunks), doc.source)
                 plans.append((doc, chunks))
                 rows.append(None)
-            vectors = self._embed([c.text for _, chunks in plans for c in chunks], progress, budget)
+            vectors = self._embed([embedding_text(c) for _, chunks in plans for c in chunks], progress, budget)
             done, start = iter(range(len(plans))), 0
             for r, row in enumerate(rows):
                 if row is not None:
@@ -116,6 +120,7 @@ class RagIndex:
         ids = [f"{doc.content_hash[:16]}-{c.index}" for c in chunks]
         metas = [{"doc_id": doc_id, "source": doc.source, "content_hash": doc.content_hash,
                   "kind": doc.kind, "chunk": c.index, "ingested_at": now, "pages": len(doc.pages),
+                  "section": c.section,
                   **({"page": c.page} if c.page is not None else {})} for c in chunks]
         self.store.add(collection, ids, [c.text for c in chunks], metas, vectors)
         try:
@@ -166,7 +171,7 @@ class RagIndex:
         return cached
 
     def search(self, query: str, collection: str = "default", k: int = 5, mode: str = "hybrid",
-               rerank: str | None = CONTEXT, fusion: str | None = None) -> list[Hit]:
+               rerank: str | None = PRF, fusion: str | None = None) -> list[Hit]:
         s = self.settings
         fusion = fusion or s.fusion
         if not query.strip():
@@ -175,30 +180,27 @@ class RagIndex:
             raise InputError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
         if fusion not in FUSIONS:
             raise InputError(f"unknown fusion {fusion!r}; use one of {', '.join(FUSIONS)}")
-        reranker = self.rerankers.get(rerank) if rerank and rerank != CONTEXT else None
+        reranker = self.rerankers.get(rerank) if rerank and rerank != PRF else None
         corpus = self.corpus(collection)               # NotFoundError before any model work
         if corpus.count == 0:
             return []
-        cos = corpus.cosine(self.embedder.embed([query])[0]) if mode != "bm25" else None
+        query_vector = self.embedder.embed([query])[0] if mode != "bm25" else None
         bm = corpus.bm25.scores(query) if mode != "vector" else None
-        if mode == "vector":
-            score = cos
-        elif mode == "bm25":
-            score = bm
-        elif fusion == "convex":
-            score = convex(cos, bm, s.alpha)
-        else:
-            depth = max(k, s.candidates)
-            fused = dict(rrf([_top(cos, depth, corpus.ids), _top(bm, depth, corpus.ids, positive=True)]))
-            score = np.array([fused.get(cid, 0.0) for cid in corpus.ids], np.float32)
-        final = score + s.context * corpus.neighbour_best(score) if rerank == CONTEXT else score
-        order = np.argsort(-final, kind="stable")[:max(k, s.rerank_top if reranker else k)]
+        cos = corpus.cosine(query_vector) if query_vector is not None else None
+        score = self._fuse(corpus, mode, fusion, cos, bm, k)
+        final = score
+        if rerank == PRF and query_vector is not None:
+            top = np.argsort(-score, kind="stable")[:s.prf_top]
+            moved = query_vector + s.prf_weight * corpus.vectors[top].mean(axis=0)
+            final = self._fuse(corpus, mode, fusion, corpus.cosine(moved / np.linalg.norm(moved)), bm, k)
+        order = _per_page(np.argsort(-final, kind="stable"), corpus.metas, s.per_page,
+                          max(k, s.rerank_top if reranker else k))
         if mode == "bm25":
             order = [i for i in order if bm[i] > 0]
         hits = []
         for i in order:
             stage = {"vector": cos, "bm25": bm, "fused": score if mode == "hybrid" else None,
-                     CONTEXT: final if rerank == CONTEXT else None}
+                     PRF: final if final is not score else None}
             scores = {name: float(v[i]) for name, v in stage.items() if v is not None}
             hits.append(Hit(corpus.ids[i], corpus.metas[i]["doc_id"], corpus.texts[i], corpus.metas[i]["source"],
                             corpus.metas[i].get("page"), float(final[i]), scores))
@@ -207,6 +209,34 @@ class RagIndex:
                 hit.scores["rerank"] = hit.score = r
             hits.sort(key=lambda h: -h.score)
         return hits[:k]
+
+
+    def _fuse(self, corpus: Corpus, mode: str, fusion: str, cos, bm, k: int) -> np.ndarray:
+        if mode == "vector":
+            return cos
+        if mode == "bm25":
+            return bm
+        if fusion == "convex":
+            return convex(cos, bm, self.settings.alpha)
+        depth = max(k, self.settings.candidates)
+        fused = dict(rrf([_top(cos, depth, corpus.ids), _top(bm, depth, corpus.ids, positive=True)]))
+        return np.array([fused.get(cid, 0.0) for cid in corpus.ids], np.float32)
+
+
+def _per_page(order: np.ndarray, metas: list[dict], per_page: int, n: int) -> list[int]:
+    """The first n of `order`, at most per_page of them from one (document, page)."""
+    if not per_page:
+        return list(order[:n])
+    taken: dict[tuple, int] = {}
+    out = []
+    for i in order:
+        key = (metas[i]["doc_id"], metas[i].get("page"), None if metas[i].get("page") is not None else i)
+        if taken.get(key, 0) < per_page:
+            taken[key] = taken.get(key, 0) + 1
+            out.append(int(i))
+            if len(out) == n:
+                break
+    return out
 
 
 def _top(scores: np.ndarray, n: int, ids: list[str], positive: bool = False) -> list[str]:

@@ -103,11 +103,41 @@ def extract_pages(data: bytes, name: str, extractor: str, budget: Budget) -> lis
     return texts
 
 
+_DIGITS = re.compile(r"\d+")
+EDGE_LINES = 3          # lines at the top and at the bottom of a page where running heads sit
+
+
+def _key(line: str) -> str:
+    return _DIGITS.sub("#", " ".join(line.split()))
+
+
+def strip_running_lines(texts: list[str]) -> list[str]:
+    """Drop running heads and feet: a line (digits aside) among the first or last few lines
+    of at least 30% of the pages, such as "Network UPS Tools User Manual" or "52 / 92".
+    They carry nothing a question asks about and blur every chunk's vector."""
+    if len(texts) < 4:
+        return texts
+    edges = []
+    for text in texts:
+        lines = [i for i, line in enumerate(text.split("\n")) if line.strip()]
+        edges.append(set(lines[:EDGE_LINES] + lines[-EDGE_LINES:]))
+    counts: dict[str, int] = {}
+    for text, edge in zip(texts, edges):
+        lines = text.split("\n")
+        for key in {_key(lines[i]) for i in edge}:
+            counts[key] = counts.get(key, 0) + 1
+    running = {k for k, n in counts.items() if n >= max(3, 0.3 * len(texts))}
+    if not running:
+        return texts
+    return ["\n".join(line for i, line in enumerate(text.split("\n")) if i not in edge or _key(line) not in running)
+            for text, edge in zip(texts, edges)]
+
+
 def read_pdf(data: bytes, name: str = "document.pdf", budget: Budget | None = None,
              extractor: str = extract.DEFAULT) -> list[Page]:
     budget = budget or Budget()
-    texts = extract_pages(data, name, extractor, budget)
-    pages = [Page(number, clean_text(raw)) for number, raw in enumerate(texts, start=1)]
+    texts = strip_running_lines([clean_text(raw) for raw in extract_pages(data, name, extractor, budget)])
+    pages = [Page(number, clean_text(text)) for number, text in enumerate(texts, start=1)]
     if not any(p.text for p in pages):
         raise InputError(f"{name}: no extractable text in {len(pages)} page(s) "
                          "(a scanned PDF? OCR is not supported)")

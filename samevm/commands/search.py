@@ -12,7 +12,7 @@ def register(sub) -> None:
     p.add_argument("--collection", default="default")
     p.add_argument("-k", type=int, default=5)
     p.add_argument("--mode", default="hybrid", choices=["hybrid", "vector", "bm25"])
-    p.add_argument("--rerank", default="context", help="context | embedding | cross-encoder | llm | none")
+    p.add_argument("--rerank", default="prf", help="prf | embedding | cross-encoder | llm | none")
     p.set_defaults(func=run)
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from rag import extract
 from rag.budget import Budget, OverBudget
-from rag.pdf import glue_rate, read_pdf
+from rag.pdf import glue_rate, read_pdf, strip_running_lines
 from tests.rag.pdfs import kerned_words, page_bomb
 
 SENTENCE = ["Currently,", "an", "RSA", "key", "with", "many", "bits", "is", "a", "good", "idea."]
@@ -68,3 +68,11 @@ def test_time_budget_and_cancel_stop_extraction():
     budget.cancel()
     with pytest.raises(Exception, match="client went away"):
         extract.pdfium(data, budget)
+
+
+def test_running_heads_and_page_numbers_are_dropped_from_the_edges_only():
+    topics = ["lava", "bread", "bees", "ice", "tides", "ferns", "moss", "owls", "rust", "salt"]
+    pages = [f"User Manual\n{i} / 40\nThe User Manual on {t}.\nUser Manual" for i, t in enumerate(topics, 1)]
+    out = strip_running_lines(pages)
+    assert out[3] == "The User Manual on ice."
+    assert strip_running_lines(pages[:3]) == pages[:3]        # too few pages to tell
