@@ -118,7 +118,7 @@ SETTINGS = [   # (name, mode, rerank, fusion, SearchSettings changes)
     ("hybrid rrf", "hybrid", None, "rrf", OLD),
     ("the old default: hybrid rrf + embedding rerank", "hybrid", "embedding", "rrf", OLD),
     *[(f"hybrid convex alpha={a}", "hybrid", None, "convex", {"alpha": a}) for a in (0.5, 0.6, 0.7, 0.8)],
-    ("hybrid convex alpha=0.6, chunks of a page not limited", "hybrid", None, "convex", OLD),
+    ("hybrid convex, chunks of a page not limited", "hybrid", None, "convex", OLD),
     *[(f"hybrid convex + prf weight={w} top={t}", "hybrid", PRF, "convex", {"prf_weight": w, "prf_top": t})
       for w in (0.3, 0.5) for t in (3, 5)],
     ("hybrid convex + embedding rerank", "hybrid", "embedding", "convex", {}),
@@ -136,8 +136,8 @@ def main() -> int:
     p.add_argument("--subset", default="auto-multiple-choice.en.pdf,manual.pdf", help="PDF file names")
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads; on a CPU shared with other jobs one thread embeds faster than two")
-    p.add_argument("--chunk-tokens", type=int, default=200)
-    p.add_argument("--chunk-overlap", type=int, default=40)
+    p.add_argument("--chunk-tokens", type=int, default=128)
+    p.add_argument("--chunk-overlap", type=int, default=32)
     args = p.parse_args()
 
     import torch

@@ -17,8 +17,6 @@ from typing import Callable, Iterable
 from rag.types import Chunk, Page
 
 Offsets = Callable[[str], list[tuple[int, int]]]
-# "4.2.2 Nominative sheets", or the number alone on its line and the title on the next (pdftotext)
-_HEADING = re.compile(r"^[ \t]*(\d{1,2}(?:\.\d{1,2}){0,4})\.?[ \t]*(?:\n\s*)?([A-Z][^\n.]{2,70})$", re.M)
 _SENTENCE_END = re.compile(r"[.!?:;]['\")\]]?$")
 
 
@@ -53,26 +51,14 @@ def _windows(text: str, spans: list[tuple[int, int]], size: int, overlap: int) -
 def chunk_pages(pages: Iterable[Page], offsets: Offsets, size: int, overlap: int) -> list[Chunk]:
     assert 0 <= overlap < size, (size, overlap)
     chunks: list[Chunk] = []
-    section = ""
     for page in pages:
-        heads = [(m.start(), f"{m.group(1)} {m.group(2).strip()}") for m in _HEADING.finditer(page.text)]
         spans = offsets(page.text)
         for i, j in _windows(page.text, spans, size, overlap):
             start, end = spans[i][0], spans[j - 1][1]
             text = page.text[start:end].strip()
-            section = next((h for at, h in reversed(heads) if at <= start), section)
             if text:
-                chunks.append(Chunk(text, page.number, len(chunks), start, end, section))
-        section = heads[-1][1] if heads else section
+                chunks.append(Chunk(text, page.number, len(chunks), start, end))
     return chunks
-
-
-def embedding_text(chunk: Chunk) -> str:
-    """What a chunk's vector is made of: its section heading, when the chunk does not start
-    with it, then its text. Questions often name the topic a section title names."""
-    if chunk.section and not chunk.text.startswith(chunk.section.split(" ", 1)[-1][:20]):
-        return f"{chunk.section}\n{chunk.text}"
-    return chunk.text
 
 
 def word_offsets(text: str) -> list[tuple[int, int]]:

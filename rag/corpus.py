@@ -28,8 +28,7 @@ class Corpus:
     def build(cls, ids: list[str], texts: list[str], metas: list[dict], vectors) -> "Corpus":
         n = len(ids)
         vectors = np.asarray(vectors, np.float32).reshape(n, -1) if n else np.zeros((0, 1), np.float32)
-        keyed = [f"{m.get('section', '')}\n{t}" for m, t in zip(metas, texts)]    # the heading counts as words
-        return cls(n, list(ids), list(texts), list(metas), vectors, Bm25Index(ids, keyed))
+        return cls(n, list(ids), list(texts), list(metas), vectors, Bm25Index(ids, texts))
 
     def cosine(self, query_vector: np.ndarray) -> np.ndarray:
         """[n] cosine of every chunk with a unit query vector."""

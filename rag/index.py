@@ -26,7 +26,7 @@ from typing import Callable
 import numpy as np
 
 from rag.budget import Budget
-from rag.chunking import chunk_pages, embedding_text
+from rag.chunking import chunk_pages
 from rag.corpus import Corpus
 from rag.embedding import Embedder
 from rag.errors import InputError
@@ -47,7 +47,7 @@ def doc_id_for(source: str) -> str:
 @dataclass(slots=True)
 class SearchSettings:
     fusion: str = "convex"
-    alpha: float = 0.6           # convex: the cosine's weight
+    alpha: float = 0.7           # convex: the cosine's weight
     prf_weight: float = 0.5      # prf: the share of the feedback centroid in the new query vector
     prf_top: int = 5             # prf: how many of the best chunks make the centroid
     per_page: int = 1            # chunks of one page in a result list (0: no limit)
@@ -57,7 +57,7 @@ class SearchSettings:
 
 class RagIndex:
     def __init__(self, store: ChromaStore, embedder: Embedder, rerankers: Rerankers,
-                 chunk_tokens: int = 200, chunk_overlap: int = 40, search: SearchSettings | None = None):
+                 chunk_tokens: int = 128, chunk_overlap: int = 32, search: SearchSettings | None = None):
         self.store, self.embedder, self.rerankers = store, embedder, rerankers
         self.chunk_tokens = min(chunk_tokens, embedder.max_tokens)
         self.chunk_overlap = min(chunk_overlap, self.chunk_tokens // 2)
@@ -92,7 +92,7 @@ class RagIndex:
                 budget.check_chunks(len(chunks), doc.source)
                 plans.append((doc, chunks))
                 rows.append(None)
-            vectors = self._embed([embedding_text(c) for _, chunks in plans for c in chunks], progress, budget)
+            vectors = self._embed([c.text for _, chunks in plans for c in chunks], progress, budget)
             done, start = iter(range(len(plans))), 0
             for r, row in enumerate(rows):
                 if row is not None:
@@ -120,7 +120,6 @@ class RagIndex:
         ids = [f"{doc.content_hash[:16]}-{c.index}" for c in chunks]
         metas = [{"doc_id": doc_id, "source": doc.source, "content_hash": doc.content_hash,
                   "kind": doc.kind, "chunk": c.index, "ingested_at": now, "pages": len(doc.pages),
-                  "section": c.section,
                   **({"page": c.page} if c.page is not None else {})} for c in chunks]
         self.store.add(collection, ids, [c.text for c in chunks], metas, vectors)
         try:

@@ -25,7 +25,6 @@ class Chunk:
     index: int                # position of the chunk in its document
     start: int                # character span in its page's text
     end: int
-    section: str = ""         # the numbered heading the chunk sits under ("4.2.2 Nominative sheets")
 
 
 @dataclass(slots=True)

@@ -51,16 +51,3 @@ def test_chunks_end_and_start_at_sentence_boundaries():
     for c in chunks:
         assert c.text.endswith(".") and c.text.startswith("Step "), c.text
     assert " ".join(c.text for c in chunks).count("Step 29 ") >= 1
-
-
-def test_each_chunk_knows_its_numbered_section_across_pages():
-    from rag.chunking import embedding_text
-    pages = [Page(1, "Intro words here.\n2.1 Installing the tool\nRun the installer and wait."),
-             Page(2, "It asks for a folder.\n2.2\nRemoving it\nDelete the folder.")]
-    chunks = chunk_pages(pages, word_offsets, size=5, overlap=1)
-    got = [(c.page, c.section, c.text.split()[0]) for c in chunks]
-    assert got[0] == (1, "", "Intro")
-    assert ("2.1 Installing the tool" in {s for p, s, _ in got if p == 2})     # carried to the next page
-    assert got[-1][1] == "2.2 Removing it"
-    last = chunks[-1]
-    assert embedding_text(last).startswith("2.2 Removing it\n") or last.text.startswith("Removing")
