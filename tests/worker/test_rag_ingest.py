@@ -139,10 +139,11 @@ def test_ingest_stops_when_the_client_goes_away(tmp_path, embedder, monkeypatch)
     from worker.main import create_app
     from worker.settings import WorkerSettings
 
-    class Slow:
+    class Held:
+        """The first batch waits until the test lets it go; the rest run freely."""
         def __init__(self, inner):
             self.inner, self.calls = inner, 0
-            self.started = threading.Event()
+            self.started, self.release = threading.Event(), threading.Event()
 
         def __getattr__(self, name):
             return getattr(self.inner, name)
@@ -150,11 +151,12 @@ def test_ingest_stops_when_the_client_goes_away(tmp_path, embedder, monkeypatch)
         def embed(self, texts):                  # only ingest embeds here: no search is made
             self.calls += 1
             self.started.set()
-            time.sleep(0.3)
+            self.release.wait(60)
             return self.inner.embed(texts)
 
     monkeypatch.setattr(index, "EMBED_BATCH", 2, raising=False)
-    slow = Slow(embedder)
+    embedder.embed(["load the model first", "so that no load looks like a quiet worker"])
+    slow = Held(embedder)
     app = create_app(WorkerSettings(home=tmp_path / "home", runtime_url=None), embedder=slow)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -172,11 +174,13 @@ def test_ingest_stops_when_the_client_goes_away(tmp_path, embedder, monkeypatch)
         with socket.create_connection(("127.0.0.1", port)) as conn:
             conn.sendall(raw)
             assert slow.started.wait(120)
+        time.sleep(2)                            # the worker looks for a disconnect every 0.2 s
+        slow.release.set()
         seen = -1
         while seen != slow.calls:                # until no batch started for a while
             seen = slow.calls
-            time.sleep(1.5)
-        assert slow.calls < 30                   # 30 batches of two were asked for
+            time.sleep(5)
+        assert slow.calls == 1                   # of the 30 batches of two (60 on one-text batches)
         assert httpx.get(f"http://127.0.0.1:{port}/v1/rag/collections").json()["collections"] == []
     finally:
         server.should_exit = True

@@ -85,11 +85,21 @@ T = TypeVar("T")
 
 
 async def _unless_gone(request: Request, budget: Budget, work: Callable[[], T]) -> T:
-    """Run `work` in a thread; cancel its budget as soon as the client disconnects."""
+    """Run `work` in a thread; cancel its budget as soon as the client disconnects, or when
+    the server cancels this handler. The body is read by now, so the next ASGI message is
+    the disconnect (Request.is_disconnected would miss it behind an HTTP middleware)."""
     task = asyncio.ensure_future(run_in_threadpool(work))
-    while not (await asyncio.wait({task}, timeout=0.2))[0]:
-        if await request.is_disconnected():
+    gone = asyncio.ensure_future(request.receive())
+    try:
+        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+        if gone.done() and gone.result().get("type") == "http.disconnect":
             budget.cancel()
+        await asyncio.wait({task})
+    except asyncio.CancelledError:
+        budget.cancel()
+        raise
+    finally:
+        gone.cancel()
     try:
         return task.result()
     except Cancelled as e:
