@@ -27,8 +27,18 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _unicode(text: str, what: str) -> str:
+    """`text` if it can be written as UTF-8 (JSON can carry lone surrogates, which cannot)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InputError(f"{what} is not valid Unicode (a lone surrogate at {e.start})") from e
+    return text
+
+
 def from_text(text: str, source: str) -> Document:
-    cleaned = clean_text(text)
+    _unicode(source, "the source name")
+    cleaned = clean_text(_unicode(text, f"{source[:200]}: the text"))
     if not cleaned:
         raise InputError(f"{source}: the text is empty")
     return Document(source, "text", (Page(None, cleaned),), _sha256(text.encode()))
@@ -61,6 +71,7 @@ def resolve_allowed(path: str | Path, roots: list[Path]) -> Path:
         raise InputError("reading local paths is disabled: no allowed roots are configured")
     if "\x00" in str(path):
         raise InputError(f"{str(path)[:200]!r}: a path cannot contain a NUL byte")
+    _unicode(str(path), "the path")
     real = Path(path).expanduser().resolve()
     if not any(real.is_relative_to(root.expanduser().resolve()) for root in roots):
         raise InputError(f"{path}: outside the allowed roots "

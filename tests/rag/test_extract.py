@@ -76,3 +76,12 @@ def test_running_heads_and_page_numbers_are_dropped_from_the_edges_only():
     out = strip_running_lines(pages)
     assert out[3] == "The User Manual on ice."
     assert strip_running_lines(pages[:3]) == pages[:3]        # too few pages to tell
+
+
+def test_sources_refuse_text_and_paths_that_are_not_unicode(tmp_path):
+    from rag import sources
+    from rag.errors import InputError
+    with pytest.raises(InputError, match="not valid Unicode"):
+        sources.from_text("x\ud800", "notes")
+    with pytest.raises(InputError, match="not valid Unicode"):
+        sources.resolve_allowed(tmp_path / "a\ud800.pdf", [tmp_path])

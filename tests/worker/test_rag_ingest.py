@@ -112,10 +112,14 @@ def test_a_fifo_is_refused_before_it_is_opened(make_client, tmp_path):
     assert got["r"].status_code == 400 and "not a regular file" in got["r"].json()["error"]["message"]
 
 
-def test_a_nul_byte_in_a_path_is_a_400(make_client, tmp_path):
+def test_a_nul_byte_or_a_lone_surrogate_in_a_path_or_text_is_a_400(make_client, tmp_path):
     client = make_client(allowed_roots=[tmp_path])
     r = client.post("/v1/rag/ingest", json={"paths": [str(tmp_path / "a\x00b.pdf")]})
     assert r.status_code == 400 and "NUL" in r.json()["error"]["message"]
+    for body in ('{"paths": ["%s/a\\ud800.pdf"]}' % tmp_path, '{"texts": [{"text": "x\\ud800", "source": "s"}]}',
+                 '{"texts": [{"text": "x", "source": "\\udfff"}]}'):
+        r = client.post("/v1/rag/ingest", content=body, headers={"content-type": "application/json"})
+        assert r.status_code == 400, (body, r.text)      # the JSON parser or rag.sources refuses it
 
 
 def test_budgets_refuse_a_page_bomb_a_huge_document_and_a_slow_one(make_client):
