@@ -123,7 +123,7 @@ SETTINGS = [   # (name, mode, rerank, fusion, SearchSettings changes)
       for w in (0.3, 0.5) for t in (3, 5)],
     ("hybrid convex + embedding rerank", "hybrid", "embedding", "convex", {}),
 ]
-DEFAULT_SETTING = ("default: hybrid convex + prf", "hybrid", PRF, "convex", {})
+DEFAULT_SETTING = ("default: hybrid convex", "hybrid", None, "convex", {})
 
 
 def main() -> int:

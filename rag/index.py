@@ -12,7 +12,9 @@ Search scores every chunk of the collection in memory (rag.corpus): cosine again
 stored vectors, BM25, fused (rag.fusion), then optionally reranked. "prf" (pseudo-relevance
 feedback, Rocchio 1971) moves the query vector toward the stored vectors of the best fused
 chunks and scores again: no text is embedded again, the cost is one more matrix-vector
-product. Other names go to rag.rerank's backends over the top candidates' texts. A result
+product. Other names go to rag.rerank's backends over the top candidates' texts. No rerank
+is the default: on the eval manuals none of them (prf, embedding, a neighbour-context one)
+beat convex fusion alone (benchmarks/results/rag_eval.json). A result
 list holds at most `per_page` chunks of one page, so k hits show k places to look.
 """
 from __future__ import annotations
@@ -170,7 +172,7 @@ class RagIndex:
         return cached
 
     def search(self, query: str, collection: str = "default", k: int = 5, mode: str = "hybrid",
-               rerank: str | None = PRF, fusion: str | None = None) -> list[Hit]:
+               rerank: str | None = None, fusion: str | None = None) -> list[Hit]:
         s = self.settings
         fusion = fusion or s.fusion
         if not query.strip():

@@ -36,7 +36,7 @@ class WorkerSettings(BaseSettings):
     embedding_path: Path | None = None      # a sentence-transformers folder; default all-MiniLM-L6-v2
     cross_encoder_path: Path | None = None
     default_rerank: str = "embedding"       # /v1/rerank's backend
-    search_rerank: str = "prf"              # RAG search's: prf (stored vectors), none, or a backend
+    search_rerank: str = "none"             # RAG search's: none (measured best), prf, or a backend
     runtime_url: str | None = "http://127.0.0.1:8081"   # for the llm reranker
     runtime_model: str | None = None        # None: the first model the runtime lists
     runtime_api_key: str | None = None

@@ -157,7 +157,7 @@ class SearchRequest(BaseModel):
     collection: str = "default"
     k: int = Field(5, ge=1, le=100)
     mode: Literal["hybrid", "vector", "bm25"] = "hybrid"
-    rerank: str | None = Field(None, max_length=64, description="prf | embedding | cross-encoder | llm | none; "
+    rerank: str | None = Field(None, max_length=64, description="none | prf | embedding | cross-encoder | llm; "
                                                                 "default: the worker's setting")
     fusion: Literal["convex", "rrf"] | None = Field(None, description="default: the worker's setting")
 
