@@ -133,6 +133,8 @@ def main() -> int:
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "rag_eval.json")
     p.add_argument("--extractors", default=",".join(extract.EXTRACTORS), help="indexed and searched")
     p.add_argument("--subset-extractors", default="", help="of those, the ones indexed on --subset only")
+    p.add_argument("--measure", default=",".join(extract.EXTRACTORS),
+                   help="extractors whose glue rate and pages/s are measured (a superset of --extractors)")
     p.add_argument("--subset", default="auto-multiple-choice.en.pdf,manual.pdf", help="PDF file names")
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads; on a CPU shared with other jobs one thread embeds faster than two")
@@ -150,7 +152,7 @@ def main() -> int:
     defaults = index.settings
     extractors, results = {}, []
     subset_extractors = set(filter(None, args.subset_extractors.split(",")))
-    for name in extract.EXTRACTORS:
+    for name in args.measure.split(","):
         docs, per_pdf = [], {}
         for path in paths:
             doc, glue, rate = read(path, name)
