@@ -8,14 +8,25 @@ CUDA_MAJOR := $(shell nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9
 comma  := ,
 EXTRAS := dev,speech,train$(if $(filter 12 13,$(CUDA_MAJOR)),$(comma)cuda$(CUDA_MAJOR))
 
-.PHONY: setup browser run test test-slow hermes clean
+.PHONY: setup browser system-packages run test test-slow hermes clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[$(EXTRAS)]'
 	touch $@
 
-setup: $(STAMP) browser
+setup: $(STAMP) browser system-packages
+
+# Debian packages the product uses where present: poppler-utils (pdftotext, the PDF text
+# extractor RAG measured best). Installed when root on apt; otherwise a message, and RAG
+# reads PDFs with pypdfium2 instead.
+DEBIAN_PACKAGES := poppler-utils
+system-packages:
+	@if command -v pdftotext >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		(apt-get install -y -q $(DEBIAN_PACKAGES) || (apt-get update -q && apt-get install -y -q $(DEBIAN_PACKAGES))) >/dev/null \
+		|| echo "note: apt-get could not install $(DEBIAN_PACKAGES); RAG falls back to pypdfium2"; \
+	else echo "note: pdftotext not found; install $(DEBIAN_PACKAGES) (sudo apt-get install $(DEBIAN_PACKAGES)) for the best PDF text; RAG falls back to pypdfium2"; fi
 
 # The console's browser tests drive Debian's chromium through Playwright's Python package (never a
 # browser Playwright downloads). Installed when we are root on a Debian-like system; else the tests skip.

@@ -1,23 +1,35 @@
-"""Retrieval quality over PDFs: recall@k and MRR for vector-only, BM25-only, hybrid, and hybrid
-followed by each reranker, on a question file of {question, source, pages}.
+"""Retrieval quality over real PDFs, per extractor and per retrieval setting.
 
-    python benchmarks/rag_eval.py benchmarks/data/rag_questions.json \
-        [--cross-encoder DIR] [--llm-url http://127.0.0.1:8081 --llm-model NAME]
+    nice -n 10 python benchmarks/rag_eval.py [benchmarks/data/rag_questions.json] \
+        [--extractors pdftotext,pypdf] [--subset-extractors pdfium,pdfminer --subset a.pdf,b.pdf]
 
-Ingests the question file's documents into a data directory (default
-.samevm/rag_eval, reused between runs: unchanged PDFs are not re-embedded),
-runs every configuration on the same questions, and writes benchmarks/results/rag_eval.json.
-A hit counts when its file name equals the question's source and its page is in `pages`.
-A reranker that is not configured or not reachable is recorded as not measured, with why.
+The PDFs come from Debian documentation packages (the question file names package and
+member): read from their installed path when present, else fetched with `apt-get download`
+and unpacked with `dpkg -x` under the cache folder. Without apt (not Debian) the script
+says so and exits 2. Every extractor's text of every PDF is measured (pages/s, glue rate:
+the share of letters in 20+-letter "words") and ingested into a collection of its own,
+all PDFs together (extractors named in --subset-extractors: only the --subset PDFs, to
+spare embedding time on PDFs where all extractors give the same words); the default
+extractor's collection is then searched with every retrieval setting, the others with
+the default setting and plain vector search. A hit counts when its file name equals the question's source and its
+page is one of `pages`; a hard negative counts when one of its pages ranks above the
+first right hit. Writes benchmarks/results/rag_eval.json: one record per (extractor,
+setting) with recall@1/3/5/10, MRR@10, search latency, and the same per PDF; the record
+of the default extractor and settings carries "default": true.
 """
 from __future__ import annotations
 
 import argparse
+import gzip
+import hashlib
 import json
 import os
 import platform
+import shutil
+import subprocess
 import sys
 import time
+from dataclasses import asdict, replace
 from importlib.metadata import version
 from pathlib import Path
 
@@ -26,113 +38,173 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchmarks.provenance import commit as head_commit  # noqa: E402
 
-from rag import sources  # noqa: E402
+from rag import extract  # noqa: E402
+from rag.budget import Budget  # noqa: E402
+from rag.index import PRF  # noqa: E402
+from rag.pdf import clean_text, glue_rate  # noqa: E402
+from rag.types import Document, Page  # noqa: E402
 from worker.services import Services  # noqa: E402
 from worker.settings import WorkerSettings  # noqa: E402
 
 KS = (1, 3, 5, 10)
 
 
-def rank_of(hits, question: dict) -> int | None:
-    """1-based rank of the first hit on an expected page, None if none in the list."""
-    for rank, hit in enumerate(hits, 1):
-        if Path(hit.source).name == question["source"] and hit.page in question["pages"]:
-            return rank
-    return None
+def fetch(doc: dict, cache: Path) -> Path:
+    """The PDF of one question-file document: installed, cached, or fetched from Debian."""
+    if Path(doc["path"]).is_file():
+        return Path(doc["path"])
+    out = cache / doc["debian_package"] / Path(doc["member"]).name.removesuffix(".gz")
+    if out.is_file():
+        return out
+    if not shutil.which("apt-get") or not shutil.which("dpkg"):
+        sys.exit(f"{doc['path']} is missing and this is no Debian system: install the package "
+                 f"{doc['debian_package']} or copy the file there")
+    work = cache / doc["debian_package"] / "deb"
+    work.mkdir(parents=True, exist_ok=True)
+    got = subprocess.run(["apt-get", "download", doc["debian_package"]], cwd=work, capture_output=True, text=True)
+    if got.returncode != 0:
+        sys.exit(f"apt-get download {doc['debian_package']} failed ({got.stderr.strip()[:300]}); "
+                 "run `apt-get update` first, or install the package")
+    deb = next(work.glob("*.deb"))
+    subprocess.run(["dpkg", "-x", str(deb), str(work / "root")], check=True)
+    member = work / "root" / doc["member"]
+    data = member.read_bytes()
+    out.write_bytes(gzip.decompress(data) if member.suffix == ".gz" else data)
+    return out
 
 
-def evaluate(index, questions, collection, mode, rerank) -> dict:
-    ranks, seconds = [], []
+def read(path: Path, extractor: str) -> tuple[Document, float, float]:
+    """The document as this extractor reads it, its glue rate, and the pages it read a second."""
+    data = path.read_bytes()
+    t0 = time.perf_counter()
+    texts = extract.EXTRACTORS[extractor](data, Budget(seconds=3600))
+    seconds = time.perf_counter() - t0
+    pages = tuple(Page(i, clean_text(t)) for i, t in enumerate(texts, 1))
+    return Document(str(path), "pdf", pages, hashlib.sha256(data).hexdigest()), glue_rate(texts), len(texts) / seconds
+
+
+def scores(ranks: list[int | None]) -> dict:
+    n = len(ranks)
+    return {**{f"recall@{k}": round(sum(r is not None and r <= k for r in ranks) / n, 4) for k in KS},
+            "mrr@10": round(sum(1 / r for r in ranks if r and r <= 10) / n, 4), "questions": n}
+
+
+def evaluate(index, questions, collection, mode, rerank, fusion) -> dict:
+    ranks, beaten, seconds = [], 0, []
     for q in questions:
         t0 = time.perf_counter()
-        hits = index.search(q["question"], collection, k=max(KS), mode=mode, rerank=rerank)
+        hits = index.search(q["question"], collection, k=max(KS), mode=mode, rerank=rerank, fusion=fusion)
         seconds.append(time.perf_counter() - t0)
-        ranks.append(rank_of(hits, q))
-    n = len(questions)
-    return {"mode": mode, "rerank": rerank,
-            **{f"recall@{k}": round(sum(r is not None and r <= k for r in ranks) / n, 4) for k in KS},
-            "mrr@10": round(sum(1 / r for r in ranks if r) / n, 4),
-            "median_query_s": round(sorted(seconds)[n // 2], 4), "ranks": ranks}
+        where = [(Path(h.source).name, h.page) for h in hits]
+        rank = next((i for i, (src, page) in enumerate(where, 1) if src == q["source"] and page in q["pages"]), None)
+        ranks.append(rank)
+        negatives = {(n["source"], p) for n in q.get("hard_negatives", []) for p in n["pages"]}
+        beaten += any(w in negatives for w in where[:(rank or len(where) + 1) - 1])
+    seconds.sort()
+    per_pdf = {}
+    for src in sorted({q["source"] for q in questions}):
+        per_pdf[src] = scores([r for r, q in zip(ranks, questions) if q["source"] == src])
+    with_neg = sum(1 for q in questions if q.get("hard_negatives"))
+    return {**scores(ranks), "hard_negative_above_answer": f"{beaten}/{with_neg}",
+            "search_ms_median": round(1000 * seconds[len(seconds) // 2], 1),
+            "search_ms_p95": round(1000 * seconds[int(0.95 * (len(seconds) - 1))], 1),
+            "per_pdf": per_pdf, "ranks": ranks}
 
 
-def run(index, questions, collection, mode, rerank) -> dict:
-    r = evaluate(index, questions, collection, mode, rerank)
-    print(f"{len(questions)} questions  {mode:>6} + {rerank or 'none':<13} " +
-          "  ".join(f"{k} {v}" for k, v in r.items() if k.startswith(("recall", "mrr"))), file=sys.stderr)
-    return r
-
-
-def reachable(url: str) -> str | None:
-    import httpx
-    try:
-        httpx.get(f"{url.rstrip('/')}/health", timeout=2).raise_for_status()
-        return None
-    except httpx.HTTPError as e:
-        return f"the runtime at {url} is not reachable ({type(e).__name__})"
+OLD = {"per_page": 0}    # before: no limit of chunks per page in a result list
+SETTINGS = [   # (name, mode, rerank, fusion, SearchSettings changes)
+    ("vector", "vector", None, None, OLD),
+    ("bm25", "bm25", None, None, OLD),
+    ("hybrid rrf", "hybrid", None, "rrf", OLD),
+    ("the old default: hybrid rrf + embedding rerank", "hybrid", "embedding", "rrf", OLD),
+    *[(f"hybrid convex alpha={a}", "hybrid", None, "convex", {"alpha": a}) for a in (0.5, 0.6, 0.7, 0.8)],
+    ("hybrid convex, chunks of a page not limited", "hybrid", None, "convex", OLD),
+    *[(f"hybrid convex + prf weight={w} top={t}", "hybrid", PRF, "convex", {"prf_weight": w, "prf_top": t})
+      for w in (0.3, 0.5) for t in (3, 5)],
+    ("hybrid convex + embedding rerank", "hybrid", "embedding", "convex", {}),
+]
+DEFAULT_SETTING = ("default: hybrid convex", "hybrid", None, "convex", {})
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("questions", type=Path)
+    p.add_argument("questions", type=Path, nargs="?", default=ROOT / "benchmarks" / "data" / "rag_questions.json")
     p.add_argument("--home", type=Path, default=ROOT / ".samevm" / "rag_eval")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "rag_eval.json")
-    p.add_argument("--cross-encoder", type=Path, default=None, help="a local HF cross-encoder folder")
-    p.add_argument("--llm-url", default=None, help="OpenAI-compatible runtime for the llm reranker")
-    p.add_argument("--llm-model", default=None, help="default: the first model the runtime lists")
-    p.add_argument("--llm-questions", type=int, default=0,
-                   help="run the llm comparison on the first N questions only (0: all); on a CPU "
-                        "runtime each scored passage costs seconds")
-    p.add_argument("--llm-rerank-top", type=int, default=20, help="passages the llm rescores per query")
-    p.add_argument("--chunk-tokens", type=int, default=200)
-    p.add_argument("--chunk-overlap", type=int, default=40)
+    p.add_argument("--extractors", default=",".join(extract.EXTRACTORS), help="indexed and searched")
+    p.add_argument("--subset-extractors", default="", help="of those, the ones indexed on --subset only")
+    p.add_argument("--measure", default=",".join(extract.EXTRACTORS),
+                   help="extractors whose glue rate and pages/s are measured (a superset of --extractors)")
+    p.add_argument("--subset", default="auto-multiple-choice.en.pdf,manual.pdf", help="PDF file names")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads; on a CPU shared with other jobs one thread embeds faster than two")
+    p.add_argument("--chunk-tokens", type=int, default=128)
+    p.add_argument("--chunk-overlap", type=int, default=32)
     args = p.parse_args()
 
+    import torch
+    torch.set_num_threads(args.threads)
     spec = json.loads(args.questions.read_text())
-    missing = [d["path"] for d in spec["documents"] if not Path(d["path"]).is_file()]
-    if missing:
-        print(f"missing documents (install their Debian packages): {missing}", file=sys.stderr)
-        return 2
-    settings = WorkerSettings(home=args.home, cross_encoder_path=args.cross_encoder,
-                              runtime_url=args.llm_url, runtime_model=args.llm_model,
-                              chunk_tokens=args.chunk_tokens, chunk_overlap=args.chunk_overlap)
+    paths = [fetch(d, args.home / "pdfs") for d in spec["documents"]]
+    settings = WorkerSettings(home=args.home, runtime_url=None, chunk_tokens=args.chunk_tokens,
+                              chunk_overlap=args.chunk_overlap)
     index = Services(settings).rag
-    collection = "eval-" + args.questions.stem.replace("_", "-")
-    t0 = time.perf_counter()
-    for d in spec["documents"]:
-        print(index.ingest(sources.from_path(Path(d["path"]), 1 << 30), collection), file=sys.stderr)
-    ingest_s = time.perf_counter() - t0
-
-    questions = spec["questions"]
-    configs = [("vector", None), ("bm25", None), ("hybrid", None), ("hybrid", "embedding")]
-    not_measured = {}
-    if args.cross_encoder:
-        configs.append(("hybrid", "cross-encoder"))
-    else:
-        not_measured["cross-encoder"] = "no local cross-encoder given (--cross-encoder); none ships on PyPI"
-    why = reachable(args.llm_url) if args.llm_url else "no runtime URL given (--llm-url)"
-    if why:
-        not_measured["llm"] = why
-    results = [run(index, questions, collection, mode, rerank) for mode, rerank in configs]
-    llm = None
-    if not why:    # the llm beside the rerankers it competes with, on the same (sub)set and depth
-        from rag.rerank_llm import LlmReranker   # a CPU runtime needs minutes per query: wait for it
-        index.rerankers.backends["llm"] = LlmReranker(args.llm_url, args.llm_model, timeout=900)
-        subset = questions[:args.llm_questions or len(questions)]
-        index.rerank_top = args.llm_rerank_top
-        llm = {"questions": len(subset), "rerank_top": args.llm_rerank_top, "model": args.llm_model,
-               "results": [run(index, subset, collection, "hybrid", r) for r in (None, "embedding", "llm")]}
+    defaults = index.settings
+    extractors, results = {}, []
+    subset_extractors = set(filter(None, args.subset_extractors.split(",")))
+    for name in args.measure.split(","):
+        docs, per_pdf = [], {}
+        for path in paths:
+            doc, glue, rate = read(path, name)
+            docs.append(doc)
+            per_pdf[path.name] = {"pages": len(doc.pages), "glue_rate": round(glue, 4), "pages_per_s": round(rate, 1)}
+        extractors[name] = {"per_pdf": per_pdf}
+        print(name, json.dumps(per_pdf), file=sys.stderr)
+        if name not in args.extractors.split(","):
+            continue
+        questions = spec["questions"]
+        if name in subset_extractors:
+            keep = set(args.subset.split(","))
+            docs = [d for d in docs if Path(d.source).name in keep]
+            questions = [q for q in questions if q["source"] in keep]
+            extractors[name]["indexed"] = sorted(keep)
+        collection = f"eval-{name}" + ("-subset" if name in subset_extractors else "")
+        t0 = time.perf_counter()
+        rows = index.ingest_many(docs, collection)
+        chunks = index.corpus(collection).count
+        extractors[name].update(chunks=chunks, index_s=round(time.perf_counter() - t0, 1),
+                                reused_index=all(r["status"] == "unchanged" for r in rows),   # pages/s not measured
+                                index_pages_per_s=round(sum(len(d.pages) for d in docs) / (time.perf_counter() - t0), 1))
+        runs = SETTINGS if name == extract.DEFAULT else SETTINGS[:1] + [DEFAULT_SETTING]
+        for label, mode, rerank, fusion, changes in runs:
+            index.settings = replace(defaults, **changes)
+            r = evaluate(index, questions, collection, mode, rerank, fusion)
+            is_default = (name == extract.DEFAULT and (mode, rerank, fusion) == DEFAULT_SETTING[1:4]
+                          and index.settings == defaults)
+            results.append({"extractor": name, "setting": label, "pdfs": sorted({q["source"] for q in questions}), "mode": mode, "rerank": rerank, "fusion": fusion,
+                            **({"default": True} if is_default else {}), **asdict(index.settings), **r,
+                            "chunks": chunks})
+            print(f"{name:12s} {label:48s} " + " ".join(f"{k}={r[k]}" for k in ("recall@1", "recall@5", "mrr@10",
+                  "search_ms_median")) + "  min R@5/MRR per pdf " +
+                  f"{min(v['recall@5'] for v in r['per_pdf'].values())}/{min(v['mrr@10'] for v in r['per_pdf'].values())}",
+                  file=sys.stderr)
+        index.settings = defaults
+    load = os.getloadavg()
     report = {
-        "benchmark": "rag_eval", "questions_file": str(args.questions), "questions": len(questions),
-        "documents": spec["documents"], "chunks": index.store.collection(collection).count(),
-        "ingest_seconds": round(ingest_s, 1),
-        "settings": {"embedding": index.embedder.name, "chunk_tokens": index.chunk_tokens,
-                     "chunk_overlap": index.chunk_overlap, "candidates": index.candidates,
-                     "rerank_top": index.rerank_top, "fusion": "reciprocal rank, k=60"},
-        "results": results, "llm_comparison": llm, "not_measured": not_measured,
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version()},
-        "versions": {m: version(m) for m in ("chromadb", "bm25s", "pypdf", "sentence-transformers", "torch")},
-        "git_commit": head_commit(short=False),
-        "date": time.strftime("%Y-%m-%d"),
+        "benchmark": "rag_eval", "questions_file": str(args.questions.relative_to(ROOT)) if args.questions.is_relative_to(ROOT) else str(args.questions),
+        "questions": len(spec["questions"]), "documents": spec["documents"], "threads": args.threads,
+        "defaults": {"extractor": extract.DEFAULT, **asdict(defaults), "chunk_tokens": index.chunk_tokens,
+                     "chunk_overlap": index.chunk_overlap, "embedding": index.embedder.name},
+        "extractors": extractors, "results": results,
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
+                    "load_average_1_5_15": [round(x, 2) for x in load],
+                    "caveat": "CPU shared with other jobs while measuring (see load average): latencies and "
+                              "pages/s are upper bounds of what an idle machine gives; recall and MRR do not depend on it"},
+        "versions": {m: version(m) for m in ("chromadb", "bm25s", "pypdf", "pypdfium2", "pdfminer.six",
+                                             "sentence-transformers", "torch")},
+        "pdftotext": subprocess.run(["pdftotext", "-v"], capture_output=True, text=True).stderr.splitlines()[0]
+        if extract.pdftotext_path() else None,
+        "git_commit": head_commit(short=False), "date": time.strftime("%Y-%m-%d"),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1) + "\n")

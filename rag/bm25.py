@@ -1,4 +1,5 @@
-"""Keyword scores with bm25s (Lucene BM25, English stop words, Snowball stemming).
+"""Keyword scores with bm25s (Lucene BM25, English stop words, Snowball stemming), over the
+terms rag.words finds: identifiers split at their humps, glued words split apart.
 
 An index is built from a collection's chunk texts and kept until the collection changes
 (RagIndex drops it on every write); rebuilding ~1,000 chunks takes well under a second.
@@ -12,18 +13,19 @@ import numpy as np
 import Stemmer
 from bm25s.tokenization import Tokenizer
 
+from rag.words import Splitter, vocabulary
 _STEMMER = Stemmer.Stemmer("english")
 logging.getLogger("bm25s").setLevel(logging.WARNING)   # it sets DEBUG on itself and logs every index build
 
 
-def _tokenizer() -> Tokenizer:
-    return Tokenizer(stopwords="en", stemmer=_STEMMER.stemWord)
+def _tokenizer(texts: list[str]) -> Tokenizer:
+    return Tokenizer(lower=False, splitter=Splitter(vocabulary(texts)), stopwords="en", stemmer=_STEMMER.stemWord)
 
 
 class Bm25Index:
     def __init__(self, ids: list[str], texts: list[str]):
         self.ids = list(ids)
-        self._tok = _tokenizer()
+        self._tok = _tokenizer(texts)
         corpus = self._tok.tokenize(texts, show_progress=False, return_as="ids")
         self._bm25 = bm25s.BM25()
         if self.ids:

@@ -1,10 +1,13 @@
-"""Split pages into overlapping chunks measured in the embedding model's own tokens.
+"""Split pages into overlapping chunks measured in the embedding model's own tokens, cut
+at sentence and section boundaries where one is near.
 
 A chunk never crosses a page (so every chunk has one page number) and never holds more
 tokens than the model reads (all-MiniLM-L6-v2 truncates at 256 word pieces: a longer
-chunk would be embedded by its head only). Windows end and start on word boundaries.
-`offsets(text)` gives the (start, end) character span of each token, special tokens
-excluded, as a fast tokenizer's offset mapping does.
+chunk would be embedded by its head only). A window ends at the last sentence end (".",
+"!", "?" or ":" before a space, or a line break) in its second half, else at a word
+boundary; the next window starts at the sentence start nearest `overlap` tokens back
+(within twice that), else at a word start. `offsets(text)` gives the (start, end) character span of each token, special
+tokens excluded, as a fast tokenizer's offset mapping does.
 """
 from __future__ import annotations
 
@@ -14,24 +17,35 @@ from typing import Callable, Iterable
 from rag.types import Chunk, Page
 
 Offsets = Callable[[str], list[tuple[int, int]]]
+_SENTENCE_END = re.compile(r"[.!?:;]['\")\]]?$")
 
 
-def _windows(spans: list[tuple[int, int]], size: int, overlap: int) -> Iterable[tuple[int, int]]:
-    """Token index ranges [i, j) of at most `size` tokens, `overlap` shared between neighbours."""
+def _starts(text: str, spans: list[tuple[int, int]]) -> tuple[list[bool], list[bool]]:
+    """Per token: does a word start here; does a sentence (or a line) start here."""
+    word, sentence = [True], [True]
+    for (_, prev_end), (start, _) in zip(spans, spans[1:]):
+        gap = text[prev_end:start]
+        word.append(bool(gap))
+        sentence.append("\n" in gap or (bool(gap) and bool(_SENTENCE_END.search(text[max(0, prev_end - 3):prev_end]))))
+    return word, sentence
+
+
+def _windows(text: str, spans: list[tuple[int, int]], size: int, overlap: int) -> Iterable[tuple[int, int]]:
+    """Token index ranges [i, j) of at most `size` tokens, about `overlap` shared between neighbours."""
     n, i = len(spans), 0
+    word, sentence = _starts(text, spans)
     while i < n:
         j = min(i + size, n)
-        # Pull the end back while token j continues the word that token j-1 is in
-        # (no gap between them), but never below half a window.
-        while i + size // 2 < j < n and spans[j][0] == spans[j - 1][1]:
-            j -= 1
+        if j < n:   # end before a sentence start in the window's second half, else before a word start
+            cut = next((t for t in range(j, i + size // 2, -1) if sentence[t]), None)
+            cut = cut or next((t for t in range(j, i + size // 2, -1) if word[t]), j)
+            j = cut
         yield i, j
         if j == n:
             return
-        nxt = max(j - overlap, i + 1)
-        while nxt < j and spans[nxt][0] == spans[nxt - 1][1]:   # start on a word start
-            nxt += 1
-        i = nxt
+        want = max(j - overlap, i + 1)    # a sentence start near `overlap` tokens back, else a word start
+        starts = [t for t in range(max(j - 2 * overlap, i + 1), j) if sentence[t]]
+        i = min(starts, key=lambda t: abs(t - want)) if starts else next((t for t in range(want, j) if word[t]), j)
 
 
 def chunk_pages(pages: Iterable[Page], offsets: Offsets, size: int, overlap: int) -> list[Chunk]:
@@ -39,7 +53,7 @@ def chunk_pages(pages: Iterable[Page], offsets: Offsets, size: int, overlap: int
     chunks: list[Chunk] = []
     for page in pages:
         spans = offsets(page.text)
-        for i, j in _windows(spans, size, overlap):
+        for i, j in _windows(page.text, spans, size, overlap):
             start, end = spans[i][0], spans[j - 1][1]
             text = page.text[start:end].strip()
             if text:

@@ -2,9 +2,20 @@
 
 Ingest contract: a document is keyed by its source (doc_id = hash of the source) and its
 content hash. The same content again is a no-op ("unchanged"); new content under a known
-source replaces the old chunks ("replaced"); otherwise "added". Everything is chunked and
-embedded before the first write, and the store's add is all-or-nothing, so a failure
-leaves the collection as it was. Writes are serialised by a lock.
+source replaces the old chunks ("replaced"); otherwise "added". The chunks of all the
+documents of one call are embedded together (one batch stream: many small documents cost
+what one large one does), before the first write; each document's add is all-or-nothing,
+so a failure leaves that document as it was. Writes are serialised by a lock. A Budget
+bounds each document's chunks and the call's time, and stops it when the caller cancels.
+
+Search scores every chunk of the collection in memory (rag.corpus): cosine against the
+stored vectors, BM25, fused (rag.fusion), then optionally reranked. "prf" (pseudo-relevance
+feedback, Rocchio 1971) moves the query vector toward the stored vectors of the best fused
+chunks and scores again: no text is embedded again, the cost is one more matrix-vector
+product. Other names go to rag.rerank's backends over the top candidates' texts. No rerank
+is the default: on the eval manuals none of them (prf, embedding, a neighbour-context one)
+beat convex fusion alone (benchmarks/results/rag_eval.json). A result
+list holds at most `per_page` chunks of one page, so k hits show k places to look.
 """
 from __future__ import annotations
 
@@ -16,16 +27,19 @@ from typing import Callable
 
 import numpy as np
 
-from rag.bm25 import Bm25Index
+from rag.budget import Budget
 from rag.chunking import chunk_pages
+from rag.corpus import Corpus
 from rag.embedding import Embedder
 from rag.errors import InputError
-from rag.fusion import rrf
+from rag.fusion import FUSIONS, convex, rrf
 from rag.rerank import Rerankers
 from rag.store import ChromaStore, check_collection_name
 from rag.types import Document, Hit
 
 MODES = ("hybrid", "vector", "bm25")
+PRF = "prf"
+EMBED_BATCH = 256          # texts per embed call: the budget is checked between calls
 
 
 def doc_id_for(source: str) -> str:
@@ -33,74 +47,98 @@ def doc_id_for(source: str) -> str:
 
 
 @dataclass(slots=True)
-class _Keywords:
-    count: int
-    ids: list[str]
-    texts: list[str]
-    metas: list[dict]
-    index: Bm25Index
+class SearchSettings:
+    fusion: str = "convex"
+    alpha: float = 0.7           # convex: the cosine's weight
+    prf_weight: float = 0.5      # prf: the share of the feedback centroid in the new query vector
+    prf_top: int = 5             # prf: how many of the best chunks make the centroid
+    per_page: int = 1            # chunks of one page in a result list (0: no limit)
+    candidates: int = 50         # rrf list depth
+    rerank_top: int = 20         # chunks a text reranker rescores
 
 
 class RagIndex:
     def __init__(self, store: ChromaStore, embedder: Embedder, rerankers: Rerankers,
-                 chunk_tokens: int = 200, chunk_overlap: int = 40, candidates: int = 50,
-                 rerank_top: int = 20):
+                 chunk_tokens: int = 128, chunk_overlap: int = 32, search: SearchSettings | None = None):
         self.store, self.embedder, self.rerankers = store, embedder, rerankers
         self.chunk_tokens = min(chunk_tokens, embedder.max_tokens)
         self.chunk_overlap = min(chunk_overlap, self.chunk_tokens // 2)
-        self.candidates, self.rerank_top = candidates, rerank_top
+        self.settings = search or SearchSettings()
         self._write = threading.Lock()
-        self._keywords: dict[str, _Keywords] = {}
+        self._corpora: dict[str, Corpus] = {}
 
     # ---- writing
     def ingest(self, doc: Document, collection: str = "default",
-               progress: Callable[[int, int], None] | None = None) -> dict:
-        """Add or replace one document; `progress(pages_done, pages)` follows the embedding."""
-        doc_id = doc_id_for(doc.source)
+               progress: Callable[[int, int], None] | None = None, budget: Budget | None = None) -> dict:
+        """Add or replace one document; `progress(chunks_done, chunks)` follows the embedding."""
+        return self.ingest_many([doc], collection, progress, budget)[0]
+
+    def ingest_many(self, docs: list[Document], collection: str = "default",
+                    progress: Callable[[int, int], None] | None = None,
+                    budget: Budget | None = None) -> list[dict]:
         check_collection_name(collection)
+        budget = budget or Budget()
         with self._write:
             known = collection in self.store.collections()
-            same = self.store.metadatas(collection, {"content_hash": doc.content_hash})[1] if known else []
-            if same:
-                return {"doc_id": same[0]["doc_id"], "source": same[0]["source"], "collection": collection,
-                        "status": "unchanged", "pages": len(doc.pages), "chunks": len(same)}
-            old_ids = self.store.metadatas(collection, {"doc_id": doc_id})[0] if known else []
-            ids, texts, metas, vectors = self._embed(doc, doc_id, progress)
-            self.store.add(collection, ids, texts, metas, vectors)
-            try:
-                self.store.delete(collection, old_ids)
-            except BaseException:
-                self.store.delete(collection, ids)     # keep the old version whole rather than both
-                raise
-            finally:
-                self._keywords.pop(collection, None)
-        return {"doc_id": doc_id, "source": doc.source, "collection": collection,
-                "status": "replaced" if old_ids else "added", "pages": len(doc.pages), "chunks": len(ids)}
+            plans, rows = [], []
+            for doc in docs:
+                same = self.store.metadatas(collection, {"content_hash": doc.content_hash})[1] if known else []
+                if same:
+                    rows.append({"doc_id": same[0]["doc_id"], "source": same[0]["source"], "collection": collection,
+                                 "status": "unchanged", "pages": same[0].get("pages", len(doc.pages)),
+                                 "chunks": len(same)})
+                    continue
+                chunks = chunk_pages(doc.pages, self.embedder.offsets, self.chunk_tokens, self.chunk_overlap)
+                if not chunks:
+                    raise InputError(f"{doc.source}: no text to index")
+                budget.check_chunks(len(chunks), doc.source)
+                plans.append((doc, chunks))
+                rows.append(None)
+            vectors = self._embed([c.text for _, chunks in plans for c in chunks], progress, budget)
+            done, start = iter(range(len(plans))), 0
+            for r, row in enumerate(rows):
+                if row is not None:
+                    continue
+                doc, chunks = plans[next(done)]
+                rows[r] = self._write_doc(doc, chunks, vectors[start:start + len(chunks)], collection, known)
+                start += len(chunks)
+                known = True
+        return rows
 
-    def _embed(self, doc: Document, doc_id: str, progress):
-        chunks = chunk_pages(doc.pages, self.embedder.offsets, self.chunk_tokens, self.chunk_overlap)
-        if not chunks:
-            raise InputError(f"{doc.source}: no text to index")
-        pages = [p.number for p in doc.pages]
-        vectors = []
-        for start in range(0, len(chunks), 32):
-            batch = chunks[start:start + 32]
-            vectors.append(self.embedder.embed([c.text for c in batch]))
-            if progress:   # pages before the next chunk's page are complete
-                nxt = chunks[start + 32].page if start + 32 < len(chunks) else None
-                progress(pages.index(nxt) if nxt in pages else len(pages), len(pages))
+    def _embed(self, texts: list[str], progress, budget: Budget) -> np.ndarray:
+        out = []
+        for start in range(0, len(texts), EMBED_BATCH):
+            budget.check()
+            out.append(self.embedder.embed(texts[start:start + EMBED_BATCH]))
+            if progress:
+                progress(min(start + EMBED_BATCH, len(texts)), len(texts))
+        budget.check()
+        return np.concatenate(out) if out else np.zeros((0, self.embedder.dim), np.float32)
+
+    def _write_doc(self, doc: Document, chunks, vectors: np.ndarray, collection: str, known: bool) -> dict:
+        doc_id = doc_id_for(doc.source)
+        old_ids = self.store.metadatas(collection, {"doc_id": doc_id})[0] if known else []
         now = time.time()
         ids = [f"{doc.content_hash[:16]}-{c.index}" for c in chunks]
         metas = [{"doc_id": doc_id, "source": doc.source, "content_hash": doc.content_hash,
-                  "kind": doc.kind, "chunk": c.index, "ingested_at": now,
+                  "kind": doc.kind, "chunk": c.index, "ingested_at": now, "pages": len(doc.pages),
                   **({"page": c.page} if c.page is not None else {})} for c in chunks]
-        return ids, [c.text for c in chunks], metas, np.concatenate(vectors)
+        self.store.add(collection, ids, [c.text for c in chunks], metas, vectors)
+        try:
+            self.store.delete(collection, old_ids)
+        except BaseException:
+            self.store.delete(collection, ids)     # keep the old version whole rather than both
+            raise
+        finally:
+            self._corpora.pop(collection, None)
+        return {"doc_id": doc_id, "source": doc.source, "collection": collection,
+                "status": "replaced" if old_ids else "added", "pages": len(doc.pages), "chunks": len(ids)}
 
     def delete(self, collection: str, doc_id: str | None = None, source: str | None = None) -> int:
         """Delete one document (by id or source) or, with neither, the whole collection.
         Returns the number of chunks removed."""
         with self._write:
-            self._keywords.pop(collection, None)
+            self._corpora.pop(collection, None)
             if doc_id is None and source is None:
                 n = self.store.collection(collection).count()
                 self.store.drop(collection)
@@ -117,57 +155,91 @@ class RagIndex:
             d = docs.setdefault(meta["doc_id"], {
                 "doc_id": meta["doc_id"], "source": meta["source"], "kind": meta["kind"],
                 "content_hash": meta["content_hash"], "chunks": 0, "pages": set(),
-                "ingested_at": meta["ingested_at"]})
+                "ingested_at": meta["ingested_at"], "page_count": meta.get("pages")})
             d["chunks"] += 1
             if "page" in meta:
                 d["pages"].add(meta["page"])
-        return [{**d, "pages": len(d["pages"])} for d in sorted(docs.values(), key=lambda d: d["source"])]
+        return [{**{k: v for k, v in d.items() if k != "page_count"},
+                 "pages": d["page_count"] if d["page_count"] is not None else len(d["pages"])}
+                for d in sorted(docs.values(), key=lambda d: d["source"])]
 
-    def _keyword_index(self, collection: str) -> _Keywords:
+    def corpus(self, collection: str) -> Corpus:
         count = self.store.collection(collection).count()
-        cached = self._keywords.get(collection)
+        cached = self._corpora.get(collection)
         if cached is None or cached.count != count:     # count catches writes by other clients
-            ids, texts, metas = self.store.texts(collection)
-            cached = _Keywords(count, ids, texts, metas, Bm25Index(ids, texts))
-            self._keywords[collection] = cached
+            cached = Corpus.build(*self.store.texts(collection))
+            self._corpora[collection] = cached
         return cached
 
     def search(self, query: str, collection: str = "default", k: int = 5, mode: str = "hybrid",
-               rerank: str | None = "embedding") -> list[Hit]:
+               rerank: str | None = None, fusion: str | None = None) -> list[Hit]:
+        s = self.settings
+        fusion = fusion or s.fusion
         if not query.strip():
             raise InputError("the query is empty")
         if mode not in MODES:
             raise InputError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
-        reranker = self.rerankers.get(rerank) if rerank else None
-        self.store.collection(collection)          # NotFoundError before any model work
-        n = max(k, self.candidates)
-        hits: dict[str, Hit] = {}
-        rankings = []
-        if mode in ("hybrid", "vector"):
-            found = self.store.query(collection, self.embedder.embed([query])[0], n)
-            for cid, text, meta, sim in found:
-                hits[cid] = _hit(cid, text, meta, {"vector": sim})
-            rankings.append([cid for cid, *_ in found])
-        if mode in ("hybrid", "bm25"):
-            kw = self._keyword_index(collection)
-            found = kw.index.search(query, n)
-            pos = {cid: i for i, cid in enumerate(kw.ids)}
-            for cid, score in found:
-                i = pos[cid]
-                hits.setdefault(cid, _hit(cid, kw.texts[i], kw.metas[i], {})).scores["bm25"] = score
-            rankings.append([cid for cid, _ in found])
-        ordered = []
-        for cid, fused in rrf(rankings):
-            hits[cid].scores["fused"] = fused
-            hits[cid].score = fused if mode == "hybrid" else next(iter(hits[cid].scores.values()))
-            ordered.append(hits[cid])
-        if reranker and ordered:
-            top = ordered[:max(k, self.rerank_top)]
-            for hit, s in zip(top, reranker.score(query, [h.text for h in top])):
-                hit.scores["rerank"] = hit.score = s
-            ordered = sorted(top, key=lambda h: -h.score) + ordered[len(top):]
-        return ordered[:k]
+        if fusion not in FUSIONS:
+            raise InputError(f"unknown fusion {fusion!r}; use one of {', '.join(FUSIONS)}")
+        reranker = self.rerankers.get(rerank) if rerank and rerank != PRF else None
+        corpus = self.corpus(collection)               # NotFoundError before any model work
+        if corpus.count == 0:
+            return []
+        query_vector = self.embedder.embed([query])[0] if mode != "bm25" else None
+        bm = corpus.bm25.scores(query) if mode != "vector" else None
+        cos = corpus.cosine(query_vector) if query_vector is not None else None
+        score = self._fuse(corpus, mode, fusion, cos, bm, k)
+        final = score
+        if rerank == PRF and query_vector is not None:
+            top = np.argsort(-score, kind="stable")[:s.prf_top]
+            moved = query_vector + s.prf_weight * corpus.vectors[top].mean(axis=0)
+            final = self._fuse(corpus, mode, fusion, corpus.cosine(moved / np.linalg.norm(moved)), bm, k)
+        order = _per_page(np.argsort(-final, kind="stable"), corpus.metas, s.per_page,
+                          max(k, s.rerank_top if reranker else k))
+        if mode == "bm25":
+            order = [i for i in order if bm[i] > 0]
+        hits = []
+        for i in order:
+            stage = {"vector": cos, "bm25": bm, "fused": score if mode == "hybrid" else None,
+                     PRF: final if final is not score else None}
+            scores = {name: float(v[i]) for name, v in stage.items() if v is not None}
+            hits.append(Hit(corpus.ids[i], corpus.metas[i]["doc_id"], corpus.texts[i], corpus.metas[i]["source"],
+                            corpus.metas[i].get("page"), float(final[i]), scores))
+        if reranker and hits:
+            for hit, r in zip(hits, reranker.score(query, [h.text for h in hits])):
+                hit.scores["rerank"] = hit.score = r
+            hits.sort(key=lambda h: -h.score)
+        return hits[:k]
 
 
-def _hit(cid: str, text: str, meta: dict, scores: dict) -> Hit:
-    return Hit(cid, meta["doc_id"], text, meta["source"], meta.get("page"), 0.0, scores)
+    def _fuse(self, corpus: Corpus, mode: str, fusion: str, cos, bm, k: int) -> np.ndarray:
+        if mode == "vector":
+            return cos
+        if mode == "bm25":
+            return bm
+        if fusion == "convex":
+            return convex(cos, bm, self.settings.alpha)
+        depth = max(k, self.settings.candidates)
+        fused = dict(rrf([_top(cos, depth, corpus.ids), _top(bm, depth, corpus.ids, positive=True)]))
+        return np.array([fused.get(cid, 0.0) for cid in corpus.ids], np.float32)
+
+
+def _per_page(order: np.ndarray, metas: list[dict], per_page: int, n: int) -> list[int]:
+    """The first n of `order`, at most per_page of them from one (document, page)."""
+    if not per_page:
+        return list(order[:n])
+    taken: dict[tuple, int] = {}
+    out = []
+    for i in order:
+        key = (metas[i]["doc_id"], metas[i].get("page"), None if metas[i].get("page") is not None else i)
+        if taken.get(key, 0) < per_page:
+            taken[key] = taken.get(key, 0) + 1
+            out.append(int(i))
+            if len(out) == n:
+                break
+    return out
+
+
+def _top(scores: np.ndarray, n: int, ids: list[str], positive: bool = False) -> list[str]:
+    order = np.argsort(-scores, kind="stable")[:n]
+    return [ids[i] for i in order if not positive or scores[i] > 0]

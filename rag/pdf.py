@@ -1,9 +1,12 @@
-"""PDF bytes -> one Page per PDF page, through pypdf, with the text cleaned for retrieval.
+"""PDF bytes -> one Page per physical PDF page, text cleaned for retrieval.
 
-Refuses (InputError) bytes that are not a PDF, encrypted PDFs it cannot open with an empty
-password, PDFs pypdf cannot parse, and PDFs without any extractable text (scans).
-pypdf's "plain" mode is used: on the Debian manuals tried (R, ReportLab, gnuplot,
-asymptote) "layout" mode split no more words correctly and was 1.2-1.5x slower.
+Text comes from rag.extract: poppler's pdftotext by default (it keeps the spaces between
+words that pypdf drops in many real manuals; see benchmarks/results/rag_eval.json), pdfium
+where pdftotext is missing or fails, and pdfium again for any single page the first
+extractor left blank. Page numbers are physical (1 = the first page of the file), never
+the printed ones. Refuses (InputError) bytes that are not a PDF, encrypted PDFs it cannot
+open with an empty password, PDFs pypdf cannot parse, PDFs over the budget's pages or time,
+and PDFs without any extractable text (scans).
 """
 from __future__ import annotations
 
@@ -11,10 +14,13 @@ import io
 import logging
 import re
 import unicodedata
+from functools import cache
 
 from pypdf import PdfReader
 from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError
 
+from rag import extract
+from rag.budget import Budget
 from rag.errors import InputError
 from rag.types import Page
 
@@ -51,17 +57,95 @@ def _open(data: bytes, name: str) -> PdfReader:
         raise InputError(f"{name}: unreadable PDF ({type(e).__name__}: {e})") from e
 
 
-def read_pdf(data: bytes, name: str = "document.pdf") -> list[Page]:
+@cache
+def _say_fallback(why: str) -> None:
+    log.warning("%s; reading PDFs with pypdfium2 instead (install poppler-utils: `make setup`)", why)
+
+
+def _fallback_page(data: bytes, index: int) -> str:
+    import pypdfium2 as pdfium_lib
+    pdf = pdfium_lib.PdfDocument(data)
+    try:
+        page = pdf[index]
+        textpage = page.get_textpage()
+        return textpage.get_text_range()
+    finally:
+        pdf.close()
+
+
+def extract_pages(data: bytes, name: str, extractor: str, budget: Budget) -> list[str]:
+    """Raw text of each physical page: `extractor`, else the fallback for the whole file."""
     reader = _open(data, name)
-    pages = []
-    for number, page in enumerate(reader.pages, start=1):
-        try:
-            raw = page.extract_text() or ""
-        except Exception as e:  # same reason as in _open; say which page broke
-            raise InputError(f"{name}: cannot extract text from page {number} "
-                             f"({type(e).__name__}: {e})") from e
-        pages.append(Page(number, clean_text(raw)))
+    n = len(reader.pages)
+    budget.check_pages(n, name)
+    texts: list[str] | None = None
+    try:
+        texts = extract.EXTRACTORS[extractor](data, budget)
+        if len(texts) != n:
+            raise extract.ExtractError(f"{extractor} gave {len(texts)} pages, the file has {n}")
+    except extract.ExtractError as e:
+        if extractor == extract.FALLBACK:
+            raise InputError(f"{name}: cannot extract text ({e})") from e
+        if extract.pdftotext_path() is None:
+            _say_fallback(str(e))
+        else:
+            log.warning("%s: %s; falling back to %s", name, e, extract.FALLBACK)
+        texts = extract.EXTRACTORS[extract.FALLBACK](data, budget)
+        extractor = extract.FALLBACK
+    if extractor != extract.FALLBACK:
+        for i, text in enumerate(texts):   # one page the extractor could not read: try pdfium on it
+            if not text.strip():
+                budget.check()
+                try:
+                    texts[i] = _fallback_page(data, i)
+                except Exception as e:  # pdfium's errors on one broken page: that page stays blank
+                    log.warning("%s: page %d: pdfium failed too (%s)", name, i + 1, e)
+    return texts
+
+
+_DIGITS = re.compile(r"\d+")
+EDGE_LINES = 3          # lines at the top and at the bottom of a page where running heads sit
+
+
+def _key(line: str) -> str:
+    return _DIGITS.sub("#", " ".join(line.split()))
+
+
+def strip_running_lines(texts: list[str]) -> list[str]:
+    """Drop running heads and feet: a line (digits aside) among the first or last few lines
+    of at least 30% of the pages, such as "Network UPS Tools User Manual" or "52 / 92".
+    They carry nothing a question asks about and blur every chunk's vector."""
+    if len(texts) < 4:
+        return texts
+    edges = []
+    for text in texts:
+        lines = [i for i, line in enumerate(text.split("\n")) if line.strip()]
+        edges.append(set(lines[:EDGE_LINES] + lines[-EDGE_LINES:]))
+    counts: dict[str, int] = {}
+    for text, edge in zip(texts, edges):
+        lines = text.split("\n")
+        for key in {_key(lines[i]) for i in edge}:
+            counts[key] = counts.get(key, 0) + 1
+    running = {k for k, n in counts.items() if n >= max(3, 0.3 * len(texts))}
+    if not running:
+        return texts
+    return ["\n".join(line for i, line in enumerate(text.split("\n")) if i not in edge or _key(line) not in running)
+            for text, edge in zip(texts, edges)]
+
+
+def read_pdf(data: bytes, name: str = "document.pdf", budget: Budget | None = None,
+             extractor: str = extract.DEFAULT) -> list[Page]:
+    budget = budget or Budget()
+    texts = strip_running_lines([clean_text(raw) for raw in extract_pages(data, name, extractor, budget)])
+    pages = [Page(number, clean_text(text)) for number, text in enumerate(texts, start=1)]
     if not any(p.text for p in pages):
         raise InputError(f"{name}: no extractable text in {len(pages)} page(s) "
                          "(a scanned PDF? OCR is not supported)")
     return pages
+
+
+def glue_rate(texts: list[str]) -> float:
+    """Share of letters that sit in "words" of 20 or more letters: text whose spaces were lost."""
+    words = re.findall(r"[^\W\d_]+", " ".join(texts))
+    letters = sum(map(len, words))
+    return sum(len(w) for w in words if len(w) >= 20) / letters if letters else 0.0

@@ -1,20 +1,18 @@
 """Rerankers: score(query, documents) -> one relevance score per document, higher better.
 
-- "embedding" (default): 0.7 * cosine(query, doc) + 0.3 * BM25 / max BM25 over the given
-  documents; no extra model beyond the embedder.
+- "embedding": 0.7 * cosine(query, doc) + 0.3 * BM25 / max BM25 over the given documents;
+  no extra model beyond the embedder, but it embeds the documents again on every call.
+  The /v1/rerank default. RAG search no longer uses it by default: on the six-manual eval
+  (benchmarks/results/rag_eval.json) it lowered recall@1 and cost seconds a query on a
+  busy CPU; search's own "prf" (rag/index.py) reuses the stored vectors instead.
 - "cross-encoder": any local Hugging Face cross-encoder folder, through
   sentence_transformers.CrossEncoder; score = sigmoid of its logit (P(relevant) for
-  two-label models).
+  two-label models). No trained cross-encoder ships on PyPI: it is for a user's own model.
 - "llm": P(yes) that the samevm runtime's chat model gives, read from the logprobs of the
-  first generated token of an OpenAI /v1/chat/completions call (rag/rerank_llm.py).
+  first generated token of an OpenAI /v1/chat/completions call (rag/rerank_llm.py). On
+  8 questions with the default 0.5B chat model it scored MRR 0.43 against 1.00 for
+  embedding, at about 100 s a query on the CPU.
 `Rerankers` holds the configured ones by name.
-
-Why "embedding" is the default (benchmarks/results/rag_eval.json, 41 questions over two
-Debian manuals): after hybrid retrieval it raised MRR@10 from 0.865 to 0.883 and recall@1
-from 0.76 to 0.83 (recall@3 fell from 0.98 to 0.90; recall@5 stayed 0.98). On the first 8
-questions, reranking the top 5, the llm backend with the default 0.5B chat model scored
-MRR 0.43 against 1.00 for embedding and 0.88 for none, at about 100 s a query on this
-CPU. No trained cross-encoder ships on PyPI, so that backend is for a user's own model.
 """
 from __future__ import annotations
 
@@ -29,7 +27,7 @@ from rag.errors import InputError
 from rag.lazy import Lazy
 from rag.rerank_llm import LlmReranker
 
-BACKENDS = ("embedding", "cross-encoder", "llm")
+BACKENDS = ("embedding", "cross-encoder", "llm")   # rag.index handles "prf" itself
 
 
 class EmbeddingReranker:
@@ -93,4 +91,4 @@ class Rerankers:
                              "at a local Hugging Face cross-encoder folder")
         if name == "llm":
             raise InputError("the llm reranker is not configured: it needs the runtime's URL and model")
-        raise InputError(f"unknown reranker {name!r}; known: {', '.join(BACKENDS)}")
+        raise InputError(f"unknown reranker {name!r}; known: prf (search only), {', '.join(BACKENDS)}")

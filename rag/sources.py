@@ -1,14 +1,20 @@
 """Turn what a caller gives (text, uploaded bytes, or local paths) into Documents.
 
 Local paths are accepted only inside the allowed roots, after resolving symlinks, so a
-link that points outside a root is refused like a plain outside path. Files are read by
-suffix: .pdf through rag.pdf, .txt/.md/.rst/.csv/.json/.html as UTF-8 text.
+link that points outside a root is refused like a plain outside path, and only regular
+files are read: a FIFO or a device would block the reading thread or never end. The check
+is made on the opened descriptor (opened non-blocking), so a file swapped for a FIFO after
+the listing is refused too. Files are read by suffix: .pdf through rag.pdf,
+.txt/.md/.rst/.csv/.json/.html as UTF-8 text.
 """
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 from pathlib import Path
 
+from rag.budget import Budget
 from rag.errors import InputError
 from rag.pdf import clean_text, read_pdf
 from rag.types import Document, Page
@@ -21,21 +27,31 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _unicode(text: str, what: str) -> str:
+    """`text` if it can be written as UTF-8 (JSON can carry lone surrogates, which cannot)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InputError(f"{what} is not valid Unicode (a lone surrogate at {e.start})") from e
+    return text
+
+
 def from_text(text: str, source: str) -> Document:
-    cleaned = clean_text(text)
+    _unicode(source, "the source name")
+    cleaned = clean_text(_unicode(text, f"{source[:200]}: the text"))
     if not cleaned:
         raise InputError(f"{source}: the text is empty")
     return Document(source, "text", (Page(None, cleaned),), _sha256(text.encode()))
 
 
-def from_bytes(data: bytes, filename: str, source: str | None = None) -> Document:
+def from_bytes(data: bytes, filename: str, source: str | None = None, budget: Budget | None = None) -> Document:
     """An uploaded or read file; its kind comes from the suffix, checked against the bytes."""
     source = source or filename
     suffix = Path(filename).suffix.lower()
     if not data:
         raise InputError(f"{source}: the file is empty")
     if suffix == ".pdf":
-        return Document(source, "pdf", tuple(read_pdf(data, source)), _sha256(data))
+        return Document(source, "pdf", tuple(read_pdf(data, source, budget)), _sha256(data))
     if suffix not in TEXT_SUFFIXES:
         raise InputError(f"{source}: unsupported file type {suffix!r}; "
                          f"supported: {', '.join(sorted(s for s in SUPPORTED_SUFFIXES if s))}")
@@ -53,12 +69,17 @@ def resolve_allowed(path: str | Path, roots: list[Path]) -> Path:
     """The real path of `path` if it lies inside one of `roots` (symlinks resolved)."""
     if not roots:
         raise InputError("reading local paths is disabled: no allowed roots are configured")
+    if "\x00" in str(path):
+        raise InputError(f"{str(path)[:200]!r}: a path cannot contain a NUL byte")
+    _unicode(str(path), "the path")
     real = Path(path).expanduser().resolve()
     if not any(real.is_relative_to(root.expanduser().resolve()) for root in roots):
         raise InputError(f"{path}: outside the allowed roots "
                          f"({', '.join(str(r) for r in roots)})")
     if not real.exists():
         raise InputError(f"{path}: no such file or directory")
+    if not (real.is_file() or real.is_dir()):
+        raise InputError(f"{path}: not a regular file or a folder (a FIFO, socket or device is never read)")
     return real
 
 
@@ -76,9 +97,21 @@ def expand(paths: list[str | Path], roots: list[Path], max_files: int = 1000) ->
     return files
 
 
-def from_path(path: Path, max_bytes: int) -> Document:
+def read_regular(path: Path, max_bytes: int) -> bytes:
+    """The bytes of a regular file, refused before reading when it is anything else or too big."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except OSError as e:
+        raise InputError(f"{path}: cannot open ({e.strerror})") from e
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(f"{path}: not a regular file (a FIFO, socket or device is never read)")
+        if info.st_size > max_bytes:
+            raise InputError(f"{path}: {info.st_size} bytes is over the limit of {max_bytes}")
+        return f.read(max_bytes + 1)
+
+
+def from_path(path: Path, max_bytes: int, budget: Budget | None = None) -> Document:
     """Read one file already checked by resolve_allowed."""
-    size = path.stat().st_size
-    if size > max_bytes:
-        raise InputError(f"{path}: {size} bytes is over the limit of {max_bytes}")
-    return from_bytes(path.read_bytes(), path.name, source=str(path))
+    return from_bytes(read_regular(path, max_bytes), path.name, source=str(path), budget=budget)

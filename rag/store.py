@@ -80,9 +80,10 @@ class ChromaStore:
         got = self.collection(name).get(where=where, include=["metadatas"])
         return got["ids"], got["metadatas"]
 
-    def texts(self, name: str) -> tuple[list[str], list[str], list[dict]]:
-        got = self.collection(name).get(include=["documents", "metadatas"])
-        return got["ids"], got["documents"], got["metadatas"]
+    def texts(self, name: str) -> tuple[list[str], list[str], list[dict], np.ndarray]:
+        """Every chunk: ids, texts, metadata and stored vectors [n, dim]."""
+        got = self.collection(name).get(include=["documents", "metadatas", "embeddings"])
+        return got["ids"], got["documents"], got["metadatas"], np.asarray(got["embeddings"], np.float32)
 
     def query(self, name: str, vector: np.ndarray, k: int, where: dict | None = None):
         """[(id, text, metadata, cosine similarity)], best first."""

@@ -1,5 +1,9 @@
 """A small HTTP client for a running worker, used by `samevm ingest` and `samevm search`
-when a worker is up (so one process owns the chroma store)."""
+when a worker is up (so one process owns the chroma store).
+
+`serves(home)` tells the stack's own worker from another one on the same port: the worker
+reports its data directory in /v1/status. Uploads name each file by its resolved path, the
+identity a path ingest gives the same file."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,11 +32,29 @@ class WorkerClient:
             raise ValueError(f"worker answered {response.status_code}: {message}")
         return response.json()
 
-    def ingest_file(self, path: Path, collection: str) -> dict:
-        with path.open("rb") as f:
+    def serves(self, home: Path) -> bool:
+        """True when a worker answers and its data directory is `home`; False when none
+        answers; ValueError when another stack's worker answers."""
+        if not self.up():
+            return False
+        theirs = self._json(self.http.get("/v1/status"))["data_dir"]["path"]
+        if Path(theirs) != Path(home).resolve():
+            raise ValueError(f"the worker at {self.http.base_url} serves the data directory {theirs}, "
+                             f"not {Path(home).resolve()}: stop it, or give the --home it serves, "
+                             "or point SAMEVM_WORKER_PORT at this stack's worker")
+        return True
+
+    def ingest_files(self, paths: list[Path], collection: str) -> list[dict]:
+        """One request for all of `paths` (their chunks are embedded together)."""
+        opened = [p.open("rb") for p in paths]
+        try:
             r = self.http.post("/v1/rag/ingest", data={"collection": collection},
-                               files=[("files", (path.name, f, "application/octet-stream"))])
-        return self._json(r)["documents"][0]
+                               files=[("files", (str(p.resolve()), f, "application/octet-stream"))
+                                      for p, f in zip(paths, opened)])
+        finally:
+            for f in opened:
+                f.close()
+        return self._json(r)["documents"]
 
     def search(self, query: str, **options) -> list[dict]:
         return self._json(self.http.post("/v1/rag/search", json={"query": query, **options}))["results"]

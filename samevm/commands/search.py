@@ -1,4 +1,4 @@
-"""samevm search "QUERY" [--collection NAME] [-k 5] [--mode hybrid] [--rerank embedding]:
+"""samevm search "QUERY" [--collection NAME] [-k 5] [--mode hybrid] [--rerank none]:
 print the best chunks with source and page. Through the running worker when one answers,
 otherwise in this process (as `samevm ingest`)."""
 from __future__ import annotations
@@ -12,14 +12,14 @@ def register(sub) -> None:
     p.add_argument("--collection", default="default")
     p.add_argument("-k", type=int, default=5)
     p.add_argument("--mode", default="hybrid", choices=["hybrid", "vector", "bm25"])
-    p.add_argument("--rerank", default="embedding", help="embedding | cross-encoder | llm | none")
+    p.add_argument("--rerank", default="none", help="none | prf | embedding | cross-encoder | llm")
     p.set_defaults(func=run)
 
 
 def run(args, settings) -> int:
     from worker.client import WorkerClient
     client = WorkerClient(settings.worker_url, settings.api_key)
-    if client.up():
+    if client.serves(settings.home):
         hits = client.search(args.query, collection=args.collection, k=args.k, mode=args.mode, rerank=args.rerank)
     else:
         from worker.services import Services

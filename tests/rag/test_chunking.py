@@ -41,3 +41,13 @@ def test_pages_never_share_a_chunk_and_empty_pages_give_none():
 def test_overlap_must_be_smaller_than_the_window():
     with pytest.raises(AssertionError):
         chunk_pages([Page(1, "a b")], word_offsets, size=4, overlap=4)
+
+
+def test_chunks_end_and_start_at_sentence_boundaries():
+    sentences = [f"Step {i} tightens bolt number {i} by hand." for i in range(30)]
+    text = " ".join(sentences)
+    chunks = chunk_pages([Page(1, text)], word_offsets, size=20, overlap=6)
+    assert len(chunks) > 5
+    for c in chunks:
+        assert c.text.endswith(".") and c.text.startswith("Step "), c.text
+    assert " ".join(c.text for c in chunks).count("Step 29 ") >= 1

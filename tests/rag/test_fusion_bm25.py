@@ -25,3 +25,15 @@ def test_bm25_stems_drops_stop_words_and_ranks_rare_terms_higher():
     assert Bm25Index([], []).search("cat", 3) == []
     s = scores_for("dog", ["a dog", "no match here"])
     assert s[0] > 0 and s[1] == 0
+
+
+def test_convex_fusion_keeps_a_strong_vector_hit_that_bm25_missed():
+    import numpy as np
+    from rag.fusion import convex
+    cosine = np.array([0.80, 0.40, 0.35], np.float32)      # chunk 0: only the vectors found it
+    bm25 = np.array([0.0, 6.0, 5.0], np.float32)
+    fused = convex(cosine, bm25, alpha=0.7)
+    assert fused == pytest.approx([0.56, 0.28 + 0.3, 0.245 + 0.25])
+    assert int(np.argmax(fused)) in (0, 1) and fused[0] > fused[2]
+    ranked = [i for i, _ in rrf([["0", "1", "2"], ["1", "2"]])]
+    assert ranked.index("0") == 2                           # rank fusion buries it below both

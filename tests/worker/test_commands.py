@@ -42,7 +42,7 @@ def test_ingest_and_search_in_process(tmp_path, docs):
     home, port = tmp_path / "home", free_port()     # nothing listens there: in-process
     r = samevm("ingest", str(docs), "--collection", "mine", home=home, port=port)
     assert r.returncode == 0, r.stderr
-    assert "added" in r.stdout and "4 pages" in r.stdout and "page" in r.stderr   # the progress bar
+    assert "added" in r.stdout and "4 pages" in r.stdout and "chunk" in r.stderr   # the progress bar
     r = samevm("search", "what makes sourdough rise", "--collection", "mine", "-k", "1", home=home, port=port)
     assert r.returncode == 0 and "topics.pdf, page 2" in r.stdout, r.stdout + r.stderr
     r = samevm("search", "x", "--collection", "other", home=home, port=port)
@@ -66,9 +66,11 @@ def test_worker_process_serves_and_the_cli_uses_it(tmp_path, docs):
         r = samevm("ingest", str(docs / "todo.md"), home=home, port=port)
         assert r.returncode == 0 and "via worker" in r.stderr, r.stderr
         docs_listed = httpx.get(f"http://127.0.0.1:{port}/v1/rag/documents").json()["documents"]
-        assert [d["source"] for d in docs_listed] == ["todo.md"]
+        assert [d["source"] for d in docs_listed] == [str((docs / "todo.md").resolve())]
         r = samevm("search", "passport renewal", "-k", "1", home=home, port=port)
         assert r.returncode == 0 and "todo.md" in r.stdout
+        r = samevm("ingest", str(docs / "todo.md"), home=tmp_path / "another-home", port=port)
+        assert r.returncode != 0 and "serves the data directory" in r.stderr, r.stderr
     finally:
         proc.terminate()
         proc.wait(timeout=30)

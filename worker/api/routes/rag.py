@@ -1,12 +1,17 @@
 """RAG: ingest (text, uploaded files, or allowed local paths), documents, collections, search.
 
 POST /ingest takes JSON ({"texts": [...], "paths": [...]}) or a multipart form (files
-plus a `collection` field). All inputs are read and checked first; only when every one
-is usable does indexing start, and each document is written all-or-nothing.
+plus a `collection` field). An upload's file name is its source, as given: a client that
+sends the full path (as `samevm ingest` does) gets the identity a path ingest of that
+file gets, and same-named files from different folders stay apart. All inputs are read
+and checked first; only when every one is usable does indexing start (their chunks
+embedded together), and each document is written all-or-nothing. Each document has a
+budget (seconds, pages, chunks); when the client disconnects the work stops.
 """
 from __future__ import annotations
 
-from typing import Literal
+import asyncio
+from typing import Callable, Literal, TypeVar
 
 from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
@@ -15,6 +20,7 @@ from starlette.datastructures import UploadFile
 
 from httpkit.errors import APIError
 from rag import sources
+from rag.budget import Budget, Cancelled
 from rag.types import Document
 from worker.deps import RagDep, SettingsDep
 
@@ -69,23 +75,49 @@ def _json_request(raw: bytes) -> IngestJson:
     return body
 
 
-def _json_documents(body: IngestJson, settings) -> list[Document]:
+def _json_documents(body: IngestJson, settings, budget: Budget) -> list[Document]:
     docs = [sources.from_text(t.text, t.source) for t in body.texts]
     paths = sources.expand(body.paths, settings.allowed_roots) if body.paths else []
-    return docs + [sources.from_path(p, settings.max_upload_bytes) for p in paths]
+    return docs + [sources.from_path(p, settings.max_upload_bytes, budget.fresh()) for p in paths]
+
+
+T = TypeVar("T")
+
+
+async def _unless_gone(request: Request, budget: Budget, work: Callable[[], T]) -> T:
+    """Run `work` in a thread; cancel its budget as soon as the client disconnects, or when
+    the server cancels this handler. The body is read by now, so the next ASGI message is
+    the disconnect (Request.is_disconnected would miss it behind an HTTP middleware)."""
+    task = asyncio.ensure_future(run_in_threadpool(work))
+    gone = asyncio.ensure_future(request.receive())
+    try:
+        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+        if gone.done() and gone.result().get("type") == "http.disconnect":
+            budget.cancel()
+        await asyncio.wait({task})
+    except asyncio.CancelledError:
+        budget.cancel()
+        raise
+    finally:
+        gone.cancel()
+    try:
+        return task.result()
+    except Cancelled as e:
+        raise APIError(499, str(e), code="client_closed_request") from e
 
 
 @router.post("/ingest", openapi_extra=_INGEST_BODY)
 async def ingest(request: Request, rag: RagDep, settings: SettingsDep) -> dict:
     """Index documents; the same content again is a no-op, changed content replaces."""
+    budget = Budget(settings.ingest_seconds, settings.max_pdf_pages, settings.max_doc_chunks)
     if request.headers.get("content-type", "").startswith("multipart/form-data"):
         collection, files = await _read_form(request, settings.max_upload_bytes)
-        read = lambda: [sources.from_bytes(data, name) for name, data in files]  # noqa: E731
+        read = lambda: [sources.from_bytes(data, name, budget=budget.fresh()) for name, data in files]  # noqa: E731
     else:
         body = _json_request(await request.body())
-        collection, read = body.collection, lambda: _json_documents(body, settings)  # noqa: E731
-    docs = await run_in_threadpool(read)           # parse every input before writing any
-    results = await run_in_threadpool(lambda: [rag.ingest(doc, collection) for doc in docs])
+        collection, read = body.collection, lambda: _json_documents(body, settings, budget)  # noqa: E731
+    docs = await _unless_gone(request, budget, read)      # parse every input before writing any
+    results = await _unless_gone(request, budget, lambda: rag.ingest_many(docs, collection, budget=budget.fresh()))
     return {"collection": collection, "documents": results}
 
 
@@ -125,15 +157,16 @@ class SearchRequest(BaseModel):
     collection: str = "default"
     k: int = Field(5, ge=1, le=100)
     mode: Literal["hybrid", "vector", "bm25"] = "hybrid"
-    rerank: str | None = Field(None, description="embedding | cross-encoder | llm | none; "
-                                                 "default: the worker's setting")
+    rerank: str | None = Field(None, max_length=64, description="none | prf | embedding | cross-encoder | llm; "
+                                                                "default: the worker's setting")
+    fusion: Literal["convex", "rrf"] | None = Field(None, description="default: the worker's setting")
 
 
 @router.post("/search")
 def search(req: SearchRequest, rag: RagDep, settings: SettingsDep) -> dict:
     """Hybrid (vector + BM25, fused) search, reranked; hits carry source, page and chunk id."""
-    rerank = settings.default_rerank if req.rerank is None else req.rerank
-    hits = rag.search(req.query, req.collection, req.k, req.mode, None if rerank == "none" else rerank)
+    rerank = settings.search_rerank if req.rerank is None else req.rerank
+    hits = rag.search(req.query, req.collection, req.k, req.mode, None if rerank == "none" else rerank, req.fusion)
     return {"collection": req.collection, "mode": req.mode, "rerank": rerank,
             "results": [{"chunk_id": h.chunk_id, "doc_id": h.doc_id, "source": h.source, "page": h.page,
                          "text": h.text, "score": h.score, "scores": h.scores} for h in hits]}
