@@ -1,8 +1,11 @@
 """The ops in torch on the CPU: the reference every other backend is checked against,
 and the fallback on a machine without a GPU.
 
-Weights are dequantized once at load (gguf.quants) to `dtype` (float32 by default, the
-reference precision). The KV cache is one tensor [layers, 2, blocks * block_size, Hkv, D].
+float32 / bfloat16: weights dequantized once at load (gguf.quants), the reference.
+int8: weights stay in their GGUF blocks (the file's mmap) and are multiplied by the int8
+kernels of cpu_kernels/ with activations quantized per 32 values; a block type they do not
+read, or a build without the extension, falls back to per-row int8 made at load.
+The KV cache is one tensor [layers, 2, blocks * block_size, Hkv, D].
 """
 from __future__ import annotations
 
@@ -13,7 +16,8 @@ import torch
 import torch.nn.functional as F
 from gguf import quants
 
-from runtime.backends import AttentionParams, ForwardBatch
+from runtime.backends import AttentionParams, ForwardBatch, cpu_kernels
+from runtime.backends.cpu_kernels import BlockWeight
 from runtime.gguf import GGUFTensor
 from runtime.sampling import SampleOutput, SamplingBatch
 
@@ -70,10 +74,15 @@ class CPUOps:
         self.dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "int8": torch.float32}[dtype]
         if threads:
             torch.set_num_threads(threads)
+        self.kernels = cpu_kernels.load(torch.get_num_threads()) if self.int8 else None
+        if self.kernels is not None:
+            self.weights = f"int8 on GGUF blocks ({self.kernels.level})"
         self._loaded: dict[tuple[str, ...], torch.Tensor] = {}
 
     # ---- weights -------------------------------------------------------------------
-    def linear_weight(self, parts: list[GGUFTensor]) -> torch.Tensor | Int8Weight:
+    def linear_weight(self, parts: list[GGUFTensor]) -> torch.Tensor | Int8Weight | BlockWeight:
+        if self.kernels is not None and all(self.kernels.supports(p) for p in parts):
+            return self.kernels.weight(parts)
         if self.int8:
             return Int8Weight.quantize(np.concatenate([dequantize(p) for p in parts], axis=0))
         return self._dense(parts)
@@ -88,7 +97,9 @@ class CPUOps:
     def vector(self, parts: list[GGUFTensor]) -> torch.Tensor:
         return torch.from_numpy(np.concatenate([dequantize(p).reshape(-1) for p in parts]))
 
-    def embedding(self, table: GGUFTensor) -> torch.Tensor:
+    def embedding(self, table: GGUFTensor) -> torch.Tensor | BlockWeight:
+        if self.kernels is not None and self.kernels.supports(table):
+            return self.kernels.weight([table])       # rows dequantized as the steps need them
         return self._dense([table])
 
     def rope_cache(self, cos: np.ndarray, sin: np.ndarray) -> RopeCache:
@@ -112,7 +123,11 @@ class CPUOps:
         return CPUBatch(b, as_long(b.input_ids), as_long(b.positions), as_long(b.slot_mapping),
                         as_long(b.logits_indices), seq_slots, ranges)
 
-    def embed(self, table: torch.Tensor, fb: CPUBatch) -> torch.Tensor:
+    def embed(self, table: torch.Tensor | BlockWeight, fb: CPUBatch) -> torch.Tensor:
+        if isinstance(table, BlockWeight):
+            part = table.parts[0]
+            rows = part.raw[fb.input_ids.numpy()]
+            return torch.from_numpy(self.kernels.dequantize(part.qtype, rows, part.cols))
         return table[fb.input_ids]
 
     def rms_norm(self, x, weight, eps, residual=None):
@@ -123,7 +138,7 @@ class CPUOps:
         return h.to(x.dtype), x
 
     def linear(self, x, weight, bias=None, act=None):
-        y = weight.matmul(x) if isinstance(weight, Int8Weight) else F.linear(x, weight)
+        y = weight.matmul(x) if isinstance(weight, (Int8Weight, BlockWeight)) else F.linear(x, weight)
         if bias is not None:
             y = (y.float() + bias).to(x.dtype)
         if act == "silu_mul":

@@ -1,0 +1,123 @@
+"""Quantized matrix products on the GGUF blocks themselves, from the compiled `_qmatmul`
+extension (qmatmul.c, built by setup.py at install). Weights stay in their blocks (the
+mmap of the file); activations are quantized to int8 per 32 values and multiplied with
+int8 dot products (AVX512-VNNI, else AVX2, else portable C).
+
+`load(threads)` returns the `Kernels`, or None with a log line when the extension is not
+built; the CPU backend then dequantizes at load as before.
+"""
+from __future__ import annotations
+
+import ctypes
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from gguf import GGMLQuantizationType as Q
+
+log = logging.getLogger(__name__)
+
+BLOCK_TYPES = (Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q8_0, Q.Q4_K, Q.Q5_K, Q.Q6_K)
+LEVELS = {0: "portable C", 1: "AVX2", 2: "AVX512-VNNI"}
+
+
+@dataclass(slots=True)
+class BlockPart:
+    qtype: Q
+    raw: np.ndarray        # [rows, bytes_per_row] uint8, the GGUF blocks (often a view of the mmap)
+    cols: int
+
+    @property
+    def rows(self) -> int:
+        return self.raw.shape[0]
+
+
+@dataclass(slots=True)
+class BlockWeight:
+    """A linear weight [out, in] as GGUF block parts stacked along out (q, k, v or gate, up)."""
+    parts: list[BlockPart]
+    kernels: Kernels
+
+    @property
+    def out_features(self) -> int:
+        return sum(p.rows for p in self.parts)
+
+    def matmul(self, x: torch.Tensor) -> torch.Tensor:
+        return self.kernels.matmul(x, self)
+
+
+class Kernels:
+    def __init__(self, lib: ctypes.CDLL, threads: int):
+        self.lib = lib
+        p, i, L = ctypes.c_void_p, ctypes.c_int, ctypes.c_long
+        lib.sv_init.argtypes, lib.sv_init.restype = [i], i
+        lib.sv_quantize.argtypes, lib.sv_quantize.restype = [p, i, i, p, p, p], None
+        lib.sv_matmul.argtypes, lib.sv_matmul.restype = [i, p, L, i, i, p, p, p, i, p, L], i
+        lib.sv_dequantize.argtypes, lib.sv_dequantize.restype = [i, p, L, i, i, p], i
+        lib.sv_set_level.argtypes, lib.sv_set_level.restype = [i], i
+        self.best = lib.sv_init(threads)
+        self.level = LEVELS[self.best]
+        self.threads = lib.sv_threads()
+
+    def use_level(self, level: int) -> int:
+        """Run on instruction set `level` (0 portable, 1 AVX2, 2 AVX512-VNNI) or the best below it."""
+        got = self.lib.sv_set_level(min(level, self.best))
+        self.level = LEVELS[got]
+        return got
+
+    def supports(self, t) -> bool:
+        return t.qtype in BLOCK_TYPES and t.shape[1] % 32 == 0 and t.data.ndim == 2
+
+    def weight(self, parts) -> BlockWeight:
+        """GGUF tensors [out_i, in] (all supported) -> one weight, no copy of the blocks."""
+        return BlockWeight([BlockPart(Q(t.qtype), np.ascontiguousarray(t.data), t.shape[1]) for t in parts], self)
+
+    def matmul(self, x: torch.Tensor, w: BlockWeight) -> torch.Tensor:
+        """x [T, in] float -> [T, out] float32."""
+        x = x.float().contiguous()
+        T, K = x.shape
+        xq = torch.empty(T, K, dtype=torch.int8)
+        xh, xsd = torch.empty(T, K // 16), torch.empty(T, K // 16)
+        self.lib.sv_quantize(x.data_ptr(), T, K, xq.data_ptr(), xh.data_ptr(), xsd.data_ptr())
+        N = w.out_features
+        y = torch.empty(T, N)
+        col = 0
+        for p in w.parts:
+            assert p.cols == K, (p.cols, K)
+            rc = self.lib.sv_matmul(int(p.qtype), p.raw.ctypes.data, p.raw.shape[1], p.rows, K, xq.data_ptr(),
+                                    xh.data_ptr(), xsd.data_ptr(), T, y.data_ptr() + 4 * col, N)
+            assert rc == 0, f"sv_matmul failed on {p.qtype.name} [{p.rows}, {K}]"
+            col += p.rows
+        return y
+
+    def dequantize(self, qtype: Q, raw: np.ndarray, cols: int) -> np.ndarray:
+        """Raw rows [n, bytes] -> float32 [n, cols]: the blocks as the kernels read them."""
+        raw = np.ascontiguousarray(raw)
+        out = np.empty((raw.shape[0], cols), dtype=np.float32)
+        assert self.lib.sv_dequantize(int(qtype), raw.ctypes.data, raw.shape[1], raw.shape[0], cols,
+                                      out.ctypes.data) == 0
+        return out
+
+
+_loaded: Kernels | None = None
+
+
+def load(threads: int = 0) -> Kernels | None:
+    """The kernels (started once a process), or None if the extension was not built."""
+    global _loaded
+    if _loaded is None:
+        path = library_path()
+        if path is None:
+            log.warning("CPU block kernels not built (no runtime/backends/cpu_kernels/_qmatmul*.so; "
+                        "`pip install -e .` builds them with gcc): int8 weights dequantized at load instead")
+            return None
+        _loaded = Kernels(ctypes.CDLL(str(path)), threads)
+        log.info("CPU block kernels: %s, %d threads", _loaded.level, _loaded.threads)
+    return _loaded
+
+
+def library_path() -> Path | None:
+    found = sorted(Path(__file__).parent.glob("_qmatmul*.so"))
+    return found[0] if found else None
