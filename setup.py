@@ -14,6 +14,6 @@ setup(ext_modules=[Extension(
     sources=[KERNELS + f for f in ("qmatmul.c", "kern_avx512.c", "kern_avx2.c", "kern_scalar.c")],
     depends=[KERNELS + f for f in ("kern.inc", "kern_api.h", "unpack.h")],
     extra_compile_args=["-O3", "-std=gnu11"],
-    libraries=["pthread"],
+    libraries=["pthread", "m"],
     optional=True,
 )])

@@ -77,6 +77,9 @@ class CPUOps:
         self.kernels = cpu_kernels.load(torch.get_num_threads()) if self.int8 else None
         if self.kernels is not None:
             self.weights = f"int8 on GGUF blocks ({self.kernels.level})"
+            # The kernels' threads take the cores; torch's, spinning after each of its ops on
+            # the same cores, made a decode step 4x slower. The ops left to torch are small.
+            torch.set_num_threads(1)
         self._loaded: dict[tuple[str, ...], torch.Tensor] = {}
 
     # ---- weights -------------------------------------------------------------------
@@ -131,6 +134,8 @@ class CPUOps:
         return table[fb.input_ids]
 
     def rms_norm(self, x, weight, eps, residual=None):
+        if self.kernels is not None and x.dim() == 2 and x.dtype == torch.float32:
+            return self.kernels.rms_norm(x, weight, eps, residual)
         if residual is not None:
             x = x + residual
         h = x.float()

@@ -27,6 +27,14 @@ kernels = cpu_kernels.load()
 pytestmark = pytest.mark.skipif(kernels is None, reason="CPU block kernels not built (pip install -e .)")
 
 
+@pytest.fixture(autouse=True)
+def keep_torch_threads():
+    """The int8 mode hands the cores to the kernels (torch on one thread): undo it for later tests."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(params=[2, 1, 0], ids=["avx512-vnni", "avx2", "portable"])
 def level(request):
     got = kernels.use_level(request.param)

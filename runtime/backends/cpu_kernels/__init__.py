@@ -53,10 +53,11 @@ class Kernels:
         self.lib = lib
         p, i, L = ctypes.c_void_p, ctypes.c_int, ctypes.c_long
         lib.sv_init.argtypes, lib.sv_init.restype = [i], i
-        lib.sv_quantize.argtypes, lib.sv_quantize.restype = [p, i, i, p, p, p], None
-        lib.sv_matmul.argtypes, lib.sv_matmul.restype = [i, p, L, i, i, p, p, p, i, p, L], i
+        lib.sv_quantize.argtypes, lib.sv_quantize.restype = [p, i, i], i
+        lib.sv_matmul.argtypes, lib.sv_matmul.restype = [i, p, L, i, i, i, p, L], i
         lib.sv_dequantize.argtypes, lib.sv_dequantize.restype = [i, p, L, i, i, p], i
         lib.sv_set_level.argtypes, lib.sv_set_level.restype = [i], i
+        lib.sv_rmsnorm.argtypes, lib.sv_rmsnorm.restype = [p, p, p, ctypes.c_float, i, i, p, p], None
         self.best = lib.sv_init(threads)
         self.level = LEVELS[self.best]
         self.threads = lib.sv_threads()
@@ -78,19 +79,29 @@ class Kernels:
         """x [T, in] float -> [T, out] float32."""
         x = x.float().contiguous()
         T, K = x.shape
-        xq = torch.empty(T, K, dtype=torch.int8)
-        xh, xsd = torch.empty(T, K // 16), torch.empty(T, K // 16)
-        self.lib.sv_quantize(x.data_ptr(), T, K, xq.data_ptr(), xh.data_ptr(), xsd.data_ptr())
+        if self.lib.sv_quantize(x.data_ptr(), T, K):
+            raise MemoryError(f"no memory for {T} x {K} quantized activations")
         N = w.out_features
         y = torch.empty(T, N)
         col = 0
         for p in w.parts:
             assert p.cols == K, (p.cols, K)
-            rc = self.lib.sv_matmul(int(p.qtype), p.raw.ctypes.data, p.raw.shape[1], p.rows, K, xq.data_ptr(),
-                                    xh.data_ptr(), xsd.data_ptr(), T, y.data_ptr() + 4 * col, N)
+            rc = self.lib.sv_matmul(int(p.qtype), p.raw.ctypes.data, p.raw.shape[1], p.rows, K, T,
+                                    y.data_ptr() + 4 * col, N)
             assert rc == 0, f"sv_matmul failed on {p.qtype.name} [{p.rows}, {K}]"
             col += p.rows
         return y
+
+    def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float,
+                 residual: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(normed, x + residual) of float32 rows [T, K], as CPUOps.rms_norm."""
+        x = x.contiguous()
+        residual = residual.contiguous() if residual is not None else None
+        T, K = x.shape
+        total, out = torch.empty(T, K), torch.empty(T, K)
+        self.lib.sv_rmsnorm(x.data_ptr(), residual.data_ptr() if residual is not None else None,
+                            weight.data_ptr(), eps, T, K, total.data_ptr(), out.data_ptr())
+        return out, total
 
     def dequantize(self, qtype: Q, raw: np.ndarray, cols: int) -> np.ndarray:
         """Raw rows [n, bytes] -> float32 [n, cols]: the blocks as the kernels read them."""
