@@ -83,14 +83,16 @@ def build_flags(exe: Path) -> dict:
 # ---- processes ---------------------------------------------------------------------------
 def run_child(cmd: list[str], env: dict | None = None) -> tuple[str, float, int]:
     """stdout, wall seconds and peak RSS (bytes) of one process."""
-    t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True)
-    out = p.stdout.read()
-    _, status, usage = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t0
-    p.returncode = os.waitstatus_to_exitcode(status)
-    if p.returncode:
-        raise RuntimeError(f"{cmd[0]} exited with {p.returncode}")
+    with tempfile.TemporaryFile("w+") as err:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, env=env, text=True)
+        out = p.stdout.read()
+        _, status, usage = os.wait4(p.pid, 0)
+        wall = time.perf_counter() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)
+        if p.returncode:
+            err.seek(0)
+            raise RuntimeError(f"{' '.join(cmd[:3])} exited with {p.returncode}: {err.read()[-2000:]}")
     return out, wall, usage.ru_maxrss * 1024
 
 
@@ -112,16 +114,18 @@ def samevm_cmd(*args: str) -> tuple[list[str], dict]:
     return [sys.executable, str(Path(__file__).resolve()), *args], env
 
 
-def samevm_run(model: Path, dtype: str, tok_cache: str, new_tokens: int, prompt_tokens: int) -> dict:
+def samevm_run(model: Path, dtype: str, tok_cache: str, threads: int, new_tokens: int, prompt_tokens: int) -> dict:
     cmd, env = samevm_cmd("--child", "bench", "--model", str(model), "--dtype", dtype, "--tok-cache", tok_cache,
-                          "--new-tokens", str(new_tokens), "--prompt-tokens", str(prompt_tokens))
+                          "--threads", str(threads), "--new-tokens", str(new_tokens),
+                          "--prompt-tokens", str(prompt_tokens))
     out, _, rss = run_child(cmd, env)
     return {**json.loads(out.splitlines()[-1]), "rss_mb": rss / 2**20}
 
 
-def samevm_start(model: Path, dtype: str, tok_cache: str) -> dict:
+def samevm_start(model: Path, dtype: str, tok_cache: str, threads: int) -> dict:
     """Process start to the first token, read from the child's stdout as it happens."""
-    cmd, env = samevm_cmd("--child", "start", "--model", str(model), "--dtype", dtype, "--tok-cache", tok_cache)
+    cmd, env = samevm_cmd("--child", "start", "--model", str(model), "--dtype", dtype, "--tok-cache", tok_cache,
+                          "--threads", str(threads))
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True)
     parts = json.loads(p.stdout.readline())
@@ -133,6 +137,8 @@ def samevm_start(model: Path, dtype: str, tok_cache: str) -> dict:
 # ---- the samevm child ----------------------------------------------------------------------
 def child(args) -> None:
     t0 = time.perf_counter()
+    import torch
+    torch.set_num_threads(int(args.threads))     # the CPU backend sizes its kernel threads from it
     from runtime.config import EngineConfig
     from runtime.engine.llm_engine import LLMEngine
     from runtime.sampling import SamplingParams
@@ -187,7 +193,7 @@ def main() -> None:
                     help="where llama.cpp's sdist is unpacked and built (outside the repo)")
     ap.add_argument("--dtypes", default="int8", help="samevm CPU dtypes, comma-separated")
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--threads", default=str(os.cpu_count()), help="thread counts to run, comma-separated")
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--prompt-tokens", type=int, default=512)
     ap.add_argument("--child", choices=["bench", "start"], help=argparse.SUPPRESS)
@@ -200,46 +206,51 @@ def main() -> None:
     model = catalog.resolve(args.model, args.home)
     exe = llama_bench(Path(args.llama_dir))
     env, dtypes = environment(), args.dtypes.split(",")
-    runs: dict[str, list[dict]] = {"llama.cpp-cpu": [], **{f"samevm-cpu-{d}": [] for d in dtypes}}
-    starts: dict[str, list[float]] = {k: [] for k in runs}
+    threads = [int(t) for t in str(args.threads).split(",")]
+    names = [("llama.cpp-cpu", t) for t in threads] + [(f"samevm-cpu-{d}", t) for d in dtypes for t in threads]
+    runs: dict[tuple, list[dict]] = {k: [] for k in names}
+    starts: dict[tuple, list[float]] = {k: [] for k in names}
     first_starts: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
+        cache = {d: str(Path(tmp) / f"tok-{d}") for d in dtypes}
         for d in dtypes:                       # first start: an empty tokenizer cache
-            first_starts[d] = samevm_start(model, d, str(Path(tmp) / f"tok-{d}"))
+            first_starts[d] = samevm_start(model, d, cache[d], threads[0])
             print(f"samevm-cpu-{d} first start {first_starts[d]}", flush=True)
         for rep in range(args.reps):           # back to back, so both see the same machine
-            load = os.getloadavg()[0]
-            runs["llama.cpp-cpu"].append({**llama_run(exe, model, args.threads, args.new_tokens,
-                                                      args.prompt_tokens), "loadavg": load})
-            starts["llama.cpp-cpu"].append(llama_start(exe, model, args.threads))
-            for d in dtypes:
-                runs[f"samevm-cpu-{d}"].append({**samevm_run(model, d, str(Path(tmp) / f"tok-{d}"), args.new_tokens,
-                                                             args.prompt_tokens), "loadavg": load})
-                starts[f"samevm-cpu-{d}"].append(samevm_start(model, d, str(Path(tmp) / f"tok-{d}"))
-                                                 ["start_to_first_token_s"])
-            print(f"rep {rep}: " + "; ".join(f"{k} decode {v[-1]['decode_tok_s']:.1f} prefill "
+            for t in threads:
+                load = os.getloadavg()[0]
+                runs[("llama.cpp-cpu", t)].append({**llama_run(exe, model, t, args.new_tokens, args.prompt_tokens),
+                                                   "loadavg": load})
+                starts[("llama.cpp-cpu", t)].append(llama_start(exe, model, t))
+                for d in dtypes:
+                    load = os.getloadavg()[0]
+                    runs[(f"samevm-cpu-{d}", t)].append({**samevm_run(model, d, cache[d], t, args.new_tokens,
+                                                                      args.prompt_tokens), "loadavg": load})
+                    starts[(f"samevm-cpu-{d}", t)].append(samevm_start(model, d, cache[d], t)["start_to_first_token_s"])
+            print(f"rep {rep}: " + "; ".join(f"{k[0]} t{k[1]} decode {v[-1]['decode_tok_s']:.1f} prefill "
                                              f"{v[-1]['prefill_tok_s']:.1f}" for k, v in runs.items()), flush=True)
     records = []
-    for name, rs in runs.items():
+    for (name, t), rs in runs.items():
         rec = {"engine": name, "model": model.name, "new_tokens": args.new_tokens,
-               "prompt_tokens": args.prompt_tokens, "threads": args.threads,
+               "prompt_tokens": args.prompt_tokens, "threads": t,
                **summary(rs, "decode_tok_s"), **summary(rs, "prefill_tok_s"),
                "rss_mb": statistics.median(r["rss_mb"] for r in rs),
-               "start_to_first_token_s_later": statistics.median(starts[name]),
+               "start_to_first_token_s_later": statistics.median(starts[(name, t)]),
                "loadavg": [r["loadavg"] for r in rs], "runs": rs, **env}
         if name == "llama.cpp-cpu":
             rec.update(llama_sdist=LLAMA_SDIST, build_flags=build_flags(exe))
         else:
-            rec["start_first"] = first_starts[name.removeprefix("samevm-cpu-")]
+            if t == threads[0]:
+                rec["start_first"] = first_starts[name.removeprefix("samevm-cpu-")]
             rec["weights"] = rs[0]["weights"]
+            base = next(r for r in records if r["engine"] == "llama.cpp-cpu" and r["threads"] == t)
+            rec["decode_vs_llama.cpp"] = rec["decode_tok_s"] / base["decode_tok_s"]
+            rec["prefill_vs_llama.cpp"] = rec["prefill_tok_s"] / base["prefill_tok_s"]
+            rec["start_vs_llama.cpp"] = rec["start_to_first_token_s_later"] / base["start_to_first_token_s_later"]
+            print(f"{name} t{t}: decode {rec['decode_vs_llama.cpp']:.2f}x, prefill {rec['prefill_vs_llama.cpp']:.2f}x "
+                  f"llama.cpp; start {rec['start_to_first_token_s_later']:.1f} s vs "
+                  f"{base['start_to_first_token_s_later']:.1f} s; RSS {rec['rss_mb']:.0f} vs {base['rss_mb']:.0f} MB")
         records.append(rec)
-    base = records[0]
-    for r in records[1:]:
-        r["decode_vs_llama.cpp"] = r["decode_tok_s"] / base["decode_tok_s"]
-        r["prefill_vs_llama.cpp"] = r["prefill_tok_s"] / base["prefill_tok_s"]
-        print(f"{r['engine']}: decode {r['decode_vs_llama.cpp']:.2f}x, prefill {r['prefill_vs_llama.cpp']:.2f}x "
-              f"llama.cpp; start {r['start_to_first_token_s_later']:.1f} s (first {r['start_first']['start_to_first_token_s']:.1f})"
-              f" vs {base['start_to_first_token_s_later']:.1f} s; RSS {r['rss_mb']:.0f} vs {base['rss_mb']:.0f} MB")
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "cpu_decode.json").write_text(json.dumps(records, indent=2))
 

@@ -108,3 +108,30 @@ def test_without_the_extension_int8_falls_back_with_a_log_line(monkeypatch, capl
     raw, _ = random_blocks(Q.Q8_0, 8, 64, np.random.default_rng(2))
     t = SimpleNamespace(name="w", qtype=Q.Q8_0, data=raw, shape=(8, 64))
     assert isinstance(ops.linear_weight([t]), Int8Weight)
+
+
+@pytest.mark.slow
+def test_default_model_greedy_tokens_equal_the_float32_reference():
+    """The fast path on the real default model (Q5_0, Q8_0, Q4_K, Q6_K blocks): 32 greedy tokens
+    per prompt equal the float32 reference's."""
+    import os
+    from pathlib import Path
+
+    from runtime import catalog
+    from runtime.sampling import SamplingParams
+    from tests.runtime.test_default_model import PROMPTS
+
+    home = Path(os.environ.get("SAMEVM_HOME", ".samevm"))
+    path = catalog.installed_path(catalog.DEFAULT_MODEL, home)
+    if path is None:
+        pytest.skip("the default model is not installed (samevm models fetch)")
+    make = lambda d: LLMEngine(EngineConfig(model=str(path), backend="cpu", cpu_dtype=d, kv_cache_mb=256,  # noqa: E731
+                                            tokenizer_cache=str(home / "cache" / "tokenizers")))
+    ref, fast = make("float32"), make("int8")
+    assert isinstance(fast.model.lm_head, BlockWeight)
+    params = SamplingParams(max_tokens=32, temperature=0, ignore_eos=True)
+    for text in PROMPTS:
+        ids = ref.tokenizer.encode(ref.tokenizer.render_chat([{"role": "user", "content": text}]))
+        want = ref.generate([ids], params)[0].token_ids
+        got = fast.generate([ids], params)[0].token_ids
+        assert got == want, text
