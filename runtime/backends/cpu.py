@@ -36,6 +36,8 @@ class CPUBatch:
     logits_indices: torch.Tensor
     seq_slots: list[torch.Tensor]        # per sequence: cache slots of positions 0..len-1
     query_ranges: list[tuple[int, int]]
+    ctx: torch.Tensor | None = None      # decode with the kernels: seq_slots concatenated
+    ctx_start: torch.Tensor | None = None  # [S + 1] where each sequence's slots start in ctx
 
 
 @dataclass(slots=True)
@@ -123,8 +125,12 @@ class CPUOps:
                                               .astype(np.int64)))
             ranges.append((int(b.query_starts[i]), int(b.query_starts[i + 1])))
         as_long = lambda a: torch.from_numpy(np.asarray(a, dtype=np.int64))  # noqa: E731
-        return CPUBatch(b, as_long(b.input_ids), as_long(b.positions), as_long(b.slot_mapping),
-                        as_long(b.logits_indices), seq_slots, ranges)
+        fb = CPUBatch(b, as_long(b.input_ids), as_long(b.positions), as_long(b.slot_mapping),
+                      as_long(b.logits_indices), seq_slots, ranges)
+        if self.kernels is not None and b.is_decode:
+            fb.ctx = torch.cat(seq_slots)
+            fb.ctx_start = as_long(np.concatenate([[0], np.cumsum(b.context_lens)]))
+        return fb
 
     def embed(self, table: torch.Tensor | BlockWeight, fb: CPUBatch) -> torch.Tensor:
         if isinstance(table, BlockWeight):
@@ -154,6 +160,10 @@ class CPUOps:
         return y
 
     def attention(self, qkv, kv, layer, fb: CPUBatch, rope: RopeCache, p: AttentionParams):
+        if fb.ctx is not None and p.q_norm is None and kv.dtype == torch.float32:
+            return self.kernels.attention_decode(qkv.contiguous(), kv[layer, 0], kv[layer, 1], fb.slots, fb.positions,
+                                                 rope.cos, rope.sin, p.interleaved, fb.ctx, fb.ctx_start,
+                                                 p.n_heads, p.n_kv_heads, p.head_dim, p.scale)
         T, D = qkv.shape[0], p.head_dim
         q, k, v = qkv.split([p.n_heads * D, p.n_kv_heads * D, p.n_kv_heads * D], dim=-1)
         q = q.reshape(T, p.n_heads, D)

@@ -58,6 +58,8 @@ class Kernels:
         lib.sv_dequantize.argtypes, lib.sv_dequantize.restype = [i, p, L, i, i, p], i
         lib.sv_set_level.argtypes, lib.sv_set_level.restype = [i], i
         lib.sv_rmsnorm.argtypes, lib.sv_rmsnorm.restype = [p, p, p, ctypes.c_float, i, i, p, p], None
+        lib.sv_attention_decode.argtypes = [p, i, i, i, i, p, p, p, p, p, p, i, p, p, ctypes.c_float, p]
+        lib.sv_attention_decode.restype = i
         self.best = lib.sv_init(threads)
         self.level = LEVELS[self.best]
         self.threads = lib.sv_threads()
@@ -102,6 +104,22 @@ class Kernels:
         self.lib.sv_rmsnorm(x.data_ptr(), residual.data_ptr() if residual is not None else None,
                             weight.data_ptr(), eps, T, K, total.data_ptr(), out.data_ptr())
         return out, total
+
+    def attention_decode(self, qkv: torch.Tensor, k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor,
+                         positions: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool,
+                         ctx: torch.Tensor, ctx_start: torch.Tensor, n_heads: int, n_kv_heads: int,
+                         head_dim: int, scale: float) -> torch.Tensor:
+        """One query a sequence (qkv [S, (Hq + 2 Hkv) D] float32): RoPE, cache write, attention
+        over ctx (int64 cache slots, sequence s at ctx_start[s]:ctx_start[s + 1]) -> [S, Hq D]."""
+        S = qkv.shape[0]
+        out = torch.empty(S, n_heads * head_dim)
+        ptr = lambda t: t.data_ptr()  # noqa: E731
+        rc = self.lib.sv_attention_decode(ptr(qkv), S, n_heads, n_kv_heads, head_dim, ptr(k), ptr(v), ptr(slots),
+                                          ptr(positions), ptr(cos), ptr(sin), int(interleaved), ptr(ctx),
+                                          ptr(ctx_start), scale, ptr(out))
+        if rc:
+            raise MemoryError("no memory for the attention scores")
+        return out
 
     def dequantize(self, qtype: Q, raw: np.ndarray, cols: int) -> np.ndarray:
         """Raw rows [n, bytes] -> float32 [n, cols]: the blocks as the kernels read them."""
