@@ -111,7 +111,10 @@ class CPUOps:
         return RopeCache(torch.from_numpy(cos), torch.from_numpy(sin))
 
     def kv_cache(self, n_layers, num_blocks, block_size, n_kv_heads, head_dim, n_heads) -> torch.Tensor:
-        return torch.zeros(n_layers, 2, num_blocks * block_size, n_kv_heads, head_dim, dtype=self.dtype)
+        shape = (n_layers, 2, num_blocks * block_size, n_kv_heads, head_dim)
+        if self.kernels is not None:       # a slot is read only once written: pages stay unused until then
+            return torch.empty(shape, dtype=self.dtype)
+        return torch.zeros(shape, dtype=self.dtype)
 
     # ---- per step ------------------------------------------------------------------
     def prepare(self, b: ForwardBatch) -> CPUBatch:
