@@ -32,7 +32,7 @@ extern const struct kern kern_avx2, kern_avx512;
 #endif
 
 #define MAX_THREADS 256
-#define SPIN_ROUNDS 20000
+#define SPIN_ROUNDS 2000
 
 static const struct kern *K_ = &kern_scalar;
 static int level_ = 0;
