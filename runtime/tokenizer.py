@@ -168,6 +168,7 @@ class Tokenizer:
         metadata = metadata or read_gguf(self.gguf_path).metadata
         self.fingerprint = tokenizer_fingerprint(metadata)
         self.gguf_template = metadata.get("tokenizer.chat_template")
+        self.architecture = metadata.get("general.architecture")
         self.cached = Path(cache_dir) / self.fingerprint if cache_dir else None
         self._hf = None
         if self.cached and all((self.cached / name).exists() for name in SNAPSHOT):
@@ -193,8 +194,13 @@ class Tokenizer:
             if self.cached and (self.cached / "tokenizer_config.json").exists():
                 self._hf = AutoTokenizer.from_pretrained(self.cached)
             else:
+                from transformers.models.auto.tokenization_auto import TOKENIZER_MAPPING_NAMES
                 log.info("converting the tokenizer of %s (once)", self.gguf_path.name)
-                self._hf = AutoTokenizer.from_pretrained(self.gguf_path.parent, gguf_file=self.gguf_path.name)
+                # Naming the tokenizer type picks the class the model config would, without
+                # transformers parsing the whole file for that config (gguf-py's reader: 10-30 s
+                # of a first start for a 150k vocabulary); the vocabulary is read by its own reader.
+                kind = {"tokenizer_type": self.architecture} if self.architecture in TOKENIZER_MAPPING_NAMES else {}
+                self._hf = AutoTokenizer.from_pretrained(self.gguf_path.parent, gguf_file=self.gguf_path.name, **kind)
                 if self.cached:
                     self._hf.save_pretrained(self.cached)
             if self.gguf_template is not None and not self._hf.chat_template:

@@ -1,8 +1,11 @@
 """The ops in torch on the CPU: the reference every other backend is checked against,
 and the fallback on a machine without a GPU.
 
-Weights are dequantized once at load (gguf.quants) to `dtype` (float32 by default, the
-reference precision). The KV cache is one tensor [layers, 2, blocks * block_size, Hkv, D].
+float32 / bfloat16: weights dequantized once at load (gguf.quants), the reference.
+int8: weights stay in their GGUF blocks (the file's mmap) and are multiplied by the int8
+kernels of cpu_kernels/ with activations quantized per 32 values; a block type they do not
+read, or a build without the extension, falls back to per-row int8 made at load.
+The KV cache is one tensor [layers, 2, blocks * block_size, Hkv, D].
 """
 from __future__ import annotations
 
@@ -13,7 +16,8 @@ import torch
 import torch.nn.functional as F
 from gguf import quants
 
-from runtime.backends import AttentionParams, ForwardBatch
+from runtime.backends import AttentionParams, ForwardBatch, cpu_kernels
+from runtime.backends.cpu_kernels import BlockWeight
 from runtime.gguf import GGUFTensor
 from runtime.sampling import SampleOutput, SamplingBatch
 
@@ -32,6 +36,8 @@ class CPUBatch:
     logits_indices: torch.Tensor
     seq_slots: list[torch.Tensor]        # per sequence: cache slots of positions 0..len-1
     query_ranges: list[tuple[int, int]]
+    ctx: torch.Tensor | None = None      # decode with the kernels: seq_slots concatenated
+    ctx_start: torch.Tensor | None = None  # [S + 1] where each sequence's slots start in ctx
 
 
 @dataclass(slots=True)
@@ -70,10 +76,18 @@ class CPUOps:
         self.dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "int8": torch.float32}[dtype]
         if threads:
             torch.set_num_threads(threads)
+        self.kernels = cpu_kernels.load(torch.get_num_threads()) if self.int8 else None
+        if self.kernels is not None:
+            self.weights = f"int8 on GGUF blocks ({self.kernels.level})"
+            # The kernels' threads take the cores; torch's, spinning after each of its ops on
+            # the same cores, made a decode step 4x slower. The ops left to torch are small.
+            torch.set_num_threads(1)
         self._loaded: dict[tuple[str, ...], torch.Tensor] = {}
 
     # ---- weights -------------------------------------------------------------------
-    def linear_weight(self, parts: list[GGUFTensor]) -> torch.Tensor | Int8Weight:
+    def linear_weight(self, parts: list[GGUFTensor]) -> torch.Tensor | Int8Weight | BlockWeight:
+        if self.kernels is not None and all(self.kernels.supports(p) for p in parts):
+            return self.kernels.weight(parts)
         if self.int8:
             return Int8Weight.quantize(np.concatenate([dequantize(p) for p in parts], axis=0))
         return self._dense(parts)
@@ -88,14 +102,19 @@ class CPUOps:
     def vector(self, parts: list[GGUFTensor]) -> torch.Tensor:
         return torch.from_numpy(np.concatenate([dequantize(p).reshape(-1) for p in parts]))
 
-    def embedding(self, table: GGUFTensor) -> torch.Tensor:
+    def embedding(self, table: GGUFTensor) -> torch.Tensor | BlockWeight:
+        if self.kernels is not None and self.kernels.supports(table):
+            return self.kernels.weight([table])       # rows dequantized as the steps need them
         return self._dense([table])
 
     def rope_cache(self, cos: np.ndarray, sin: np.ndarray) -> RopeCache:
         return RopeCache(torch.from_numpy(cos), torch.from_numpy(sin))
 
     def kv_cache(self, n_layers, num_blocks, block_size, n_kv_heads, head_dim, n_heads) -> torch.Tensor:
-        return torch.zeros(n_layers, 2, num_blocks * block_size, n_kv_heads, head_dim, dtype=self.dtype)
+        shape = (n_layers, 2, num_blocks * block_size, n_kv_heads, head_dim)
+        if self.kernels is not None:       # a slot is read only once written: pages stay unused until then
+            return torch.empty(shape, dtype=self.dtype)
+        return torch.zeros(shape, dtype=self.dtype)
 
     # ---- per step ------------------------------------------------------------------
     def prepare(self, b: ForwardBatch) -> CPUBatch:
@@ -109,13 +128,23 @@ class CPUOps:
                                               .astype(np.int64)))
             ranges.append((int(b.query_starts[i]), int(b.query_starts[i + 1])))
         as_long = lambda a: torch.from_numpy(np.asarray(a, dtype=np.int64))  # noqa: E731
-        return CPUBatch(b, as_long(b.input_ids), as_long(b.positions), as_long(b.slot_mapping),
-                        as_long(b.logits_indices), seq_slots, ranges)
+        fb = CPUBatch(b, as_long(b.input_ids), as_long(b.positions), as_long(b.slot_mapping),
+                      as_long(b.logits_indices), seq_slots, ranges)
+        if self.kernels is not None and b.is_decode:
+            fb.ctx = torch.cat(seq_slots)
+            fb.ctx_start = as_long(np.concatenate([[0], np.cumsum(b.context_lens)]))
+        return fb
 
-    def embed(self, table: torch.Tensor, fb: CPUBatch) -> torch.Tensor:
+    def embed(self, table: torch.Tensor | BlockWeight, fb: CPUBatch) -> torch.Tensor:
+        if isinstance(table, BlockWeight):
+            part = table.parts[0]
+            rows = part.raw[fb.input_ids.numpy()]
+            return torch.from_numpy(self.kernels.dequantize(part.qtype, rows, part.cols))
         return table[fb.input_ids]
 
     def rms_norm(self, x, weight, eps, residual=None):
+        if self.kernels is not None and x.dim() == 2 and x.dtype == torch.float32:
+            return self.kernels.rms_norm(x, weight, eps, residual)
         if residual is not None:
             x = x + residual
         h = x.float()
@@ -123,7 +152,7 @@ class CPUOps:
         return h.to(x.dtype), x
 
     def linear(self, x, weight, bias=None, act=None):
-        y = weight.matmul(x) if isinstance(weight, Int8Weight) else F.linear(x, weight)
+        y = weight.matmul(x) if isinstance(weight, (Int8Weight, BlockWeight)) else F.linear(x, weight)
         if bias is not None:
             y = (y.float() + bias).to(x.dtype)
         if act == "silu_mul":
@@ -134,6 +163,10 @@ class CPUOps:
         return y
 
     def attention(self, qkv, kv, layer, fb: CPUBatch, rope: RopeCache, p: AttentionParams):
+        if fb.ctx is not None and p.q_norm is None and kv.dtype == torch.float32:
+            return self.kernels.attention_decode(qkv.contiguous(), kv[layer, 0], kv[layer, 1], fb.slots, fb.positions,
+                                                 rope.cos, rope.sin, p.interleaved, fb.ctx, fb.ctx_start,
+                                                 p.n_heads, p.n_kv_heads, p.head_dim, p.scale)
         T, D = qkv.shape[0], p.head_dim
         q, k, v = qkv.split([p.n_heads * D, p.n_kv_heads * D, p.n_kv_heads * D], dim=-1)
         q = q.reshape(T, p.n_heads, D)

@@ -10,6 +10,7 @@ from gguf import GGMLQuantizationType as Q
 from transformers import AutoModelForCausalLM
 
 from runtime.backends.cpu import Int8Weight
+from runtime.backends.cpu_kernels import BlockWeight
 from runtime.config import EngineConfig
 from runtime.engine.llm_engine import LLMEngine
 from runtime.sampling import SamplingParams
@@ -57,7 +58,7 @@ def test_fast_cpu_modes_stay_close_to_the_reference(tiny_gguf, tokenizer_cache, 
     ids = ref.tokenizer.encode(ref.tokenizer.render_chat(PROMPT))
     a, b = ref.prompt_logits(ids), fast.prompt_logits(ids)
     head = fast.model.lm_head
-    assert isinstance(head, Int8Weight) if dtype == "int8" else head.dtype == torch.bfloat16
+    assert isinstance(head, (Int8Weight, BlockWeight)) if dtype == "int8" else head.dtype == torch.bfloat16
     assert not np.array_equal(a, b)
     assert np.corrcoef(a.ravel(), b.ravel())[0, 1] > 0.999
     assert (a.argmax(-1) == b.argmax(-1)).mean() >= 0.9

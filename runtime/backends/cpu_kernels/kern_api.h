@@ -1,0 +1,18 @@
+/* What each ISA file exports to the dispatcher (qmatmul.c). */
+#ifndef KERN_API_H
+#define KERN_API_H
+#include <stdint.h>
+typedef void (*unpack_fn)(const uint8_t *, int, uint8_t *, float *, float *);
+struct kern {
+    void (*quantize)(const float *x, int K, int8_t *xq, float *xh, float *xsd);
+    void (*rows)(unpack_fn unpack, const uint8_t *w, long row_bytes, int r0, int r1, int K,
+                 const int8_t *xq, const float *xh, const float *xsd, int T,
+                 float *y, long ldy, uint8_t *q, float *s, float *m);
+    unpack_fn (*unpacker)(int type);
+};
+#endif
+#ifdef NAME
+#define KERN_API(isa) \
+    static unpack_fn unpacker_##isa(int type) { return unpacker(type); } \
+    const struct kern kern_##isa = { quantize_##isa, rows_##isa, unpacker_##isa };
+#endif

@@ -1,0 +1,5 @@
+/* Portable build of kern.inc: any CPU gcc targets. */
+#define NAME(x) x##_scalar
+#include "kern.inc"
+#include "kern_api.h"
+KERN_API(scalar)

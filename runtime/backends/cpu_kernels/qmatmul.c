@@ -1,0 +1,285 @@
+/* Quantized matrix products on GGUF blocks for the CPU backend, called through ctypes.
+ *
+ *   sv_init(threads)       pick the instruction set (AVX512-VNNI, AVX2, portable) and start
+ *                          the worker threads; returns the level (2, 1, 0)
+ *   sv_quantize(x[T,K])    activations -> int8 per 32 values (see kern.inc), kept here
+ *   sv_matmul(type, w)     y[T, ldy] columns [0, N) = x . w^T, w the raw GGUF rows [N, row_bytes]
+ *
+ * Threads: one pool, workers pinned one a CPU of the process's affinity set; the caller's
+ * thread works too. The machine may be shared, so a worker can be descheduled at any moment:
+ * no one ever waits for one. Tiles of rows are claimed through `next`; a worker computes its
+ * tile into its own buffer and publishes it only if the caller has not taken the tile back.
+ * After its own share the caller takes back every tile still unfinished and computes it
+ * itself (the results are the same bits), so a call ends as soon as the caller alone could
+ * end it. Tile states carry the job's id, so a worker that wakes late in a later job fails
+ * every claim; the buffers it may still read (activations, tile states, scratch) are owned
+ * here and reallocated only when no worker is inside a job. Between calls workers spin a
+ * little, then sleep, so torch's own threads get the cores back during the other ops.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+#include "kern_api.h"
+
+extern const struct kern kern_scalar;
+#if defined(__x86_64__)
+extern const struct kern kern_avx2, kern_avx512;
+#endif
+
+#define MAX_THREADS 256
+#define SPIN_ROUNDS 2000
+
+static const struct kern *K_ = &kern_scalar;
+static int level_ = 0;
+
+enum { FREE, CLAIMED, PUBLISHING, DONE, TAKEN };    /* tile state, low 3 bits; the job id above */
+
+struct mjob {
+    unpack_fn unpack; const uint8_t *w; long row_bytes; int N, K, tile, tiles, T; float *y; long ldy;
+};
+
+struct scratch { uint8_t *q; float *s, *m, *out; size_t cap_q, cap_h, cap_out; };
+
+static struct {
+    int n;                                   /* threads including the caller */
+    pthread_t tid[MAX_THREADS];
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    atomic_ulong seq;                        /* 2 * job id once published, odd while written */
+    atomic_int active;                       /* workers inside a job */
+    atomic_int next, done;
+    _Atomic uint64_t *state;                 /* per tile */
+    int cap_state;
+    struct mjob job;
+    int8_t *xq; float *xh, *xsd;             /* the activations of the last sv_quantize */
+    int xT, xK;
+    size_t cap_x;
+    struct scratch sc[MAX_THREADS];
+} P = { .n = 1, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+
+static inline void relax(void) {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static void quiesce(void) {                  /* before reallocating what workers read */
+    while (atomic_load(&P.active)) relax();
+}
+
+static void *grow_buf(void *old, size_t bytes) {
+    free(old);
+    return aligned_alloc(64, (bytes + 63) / 64 * 64);
+}
+
+static int grow_scratch(struct scratch *s, size_t q, size_t h, size_t out) {
+    if (q > s->cap_q) { s->q = grow_buf(s->q, q); s->cap_q = s->q ? q : 0; }
+    if (h > s->cap_h) {
+        s->s = grow_buf(s->s, h * 4);
+        s->m = grow_buf(s->m, h * 4);
+        s->cap_h = (s->s && s->m) ? h : 0;
+    }
+    if (out > s->cap_out) { s->out = grow_buf(s->out, out * 4); s->cap_out = s->out ? out : 0; }
+    return s->q && s->s && s->m && s->out;
+}
+
+/* Rows of tile i for all T tokens into out[t * ldo + (r - r0)]. */
+static void tile_rows(const struct mjob *j, int i, struct scratch *sc, float *out, long ldo) {
+    int r0 = i * j->tile, r1 = r0 + j->tile < j->N ? r0 + j->tile : j->N;
+    int step = j->T == 1 ? 16 : j->tile;         /* decode rows are unpacked 16 at a time */
+    for (int a = r0; a < r1; a += step) {
+        int b = a + step < r1 ? a + step : r1;
+        K_->rows(j->unpack, j->w, j->row_bytes, a, b, j->K, P.xq, P.xh, P.xsd, j->T, out + (a - r0), ldo,
+                 sc->q, sc->s, sc->m);
+    }
+}
+
+static int claim(int i, uint64_t id, int from, int to) {
+    uint64_t want = id << 3 | (uint64_t)from;
+    return atomic_compare_exchange_strong(&P.state[i], &want, id << 3 | (uint64_t)to);
+}
+
+static void finish(int i, uint64_t id) {
+    atomic_store_explicit(&P.state[i], id << 3 | DONE, memory_order_release);
+    atomic_fetch_add_explicit(&P.done, 1, memory_order_release);
+}
+
+static void worker_job(int me, uint64_t id, const struct mjob *j) {
+    struct scratch *sc = &P.sc[me];
+    for (int i; (i = atomic_fetch_add(&P.next, 1)) < j->tiles;) {
+        if (!claim(i, id, FREE, CLAIMED)) continue;
+        tile_rows(j, i, sc, sc->out, j->tile);
+        if (!claim(i, id, CLAIMED, PUBLISHING)) continue;     /* the caller took it back */
+        int r0 = i * j->tile, n = (r0 + j->tile < j->N ? j->tile : j->N - r0);
+        for (int t = 0; t < j->T; t++)
+            memcpy(j->y + (long)t * j->ldy + r0, sc->out + (long)t * j->tile, (size_t)n * 4);
+        finish(i, id);
+    }
+}
+
+static void *worker(void *p) {
+    int me = (int)(intptr_t)p;
+    unsigned long seen = 0;
+    for (;;) {
+        unsigned long s;
+        int spins = 0;
+        while ((s = atomic_load_explicit(&P.seq, memory_order_acquire)) == seen || (s & 1)) {
+            if (++spins < SPIN_ROUNDS) { relax(); continue; }
+            pthread_mutex_lock(&P.mu);
+            while (atomic_load(&P.seq) == seen) pthread_cond_wait(&P.cv, &P.mu);
+            pthread_mutex_unlock(&P.mu);
+            spins = 0;
+        }
+        atomic_fetch_add(&P.active, 1);
+        struct mjob j = P.job;                /* a copy: the caller may publish the next job */
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load(&P.seq) == s) { seen = s; worker_job(me, s >> 1, &j); }
+        atomic_fetch_sub(&P.active, 1);
+    }
+    return 0;
+}
+
+static unsigned long job_id;
+
+static void run_matmul(const struct mjob *j) {
+    uint64_t id = ++job_id;
+    atomic_store(&P.seq, 2 * id - 1);
+    P.job = *j;
+    for (int i = 0; i < j->tiles; i++) atomic_store_explicit(&P.state[i], id << 3 | FREE, memory_order_relaxed);
+    atomic_store(&P.next, 0);
+    atomic_store(&P.done, 0);
+    atomic_store_explicit(&P.seq, 2 * id, memory_order_release);
+    if (P.n > 1) {
+        pthread_mutex_lock(&P.mu);
+        pthread_cond_broadcast(&P.cv);
+        pthread_mutex_unlock(&P.mu);
+    }
+    int r0;
+    for (int i; (i = atomic_fetch_add(&P.next, 1)) < j->tiles;)
+        if (claim(i, id, FREE, TAKEN)) { r0 = i * j->tile; tile_rows(j, i, &P.sc[0], j->y + r0, j->ldy); finish(i, id); }
+    for (int i = 0; i < j->tiles; i++)        /* take back what no worker finished */
+        if (claim(i, id, FREE, TAKEN) || claim(i, id, CLAIMED, TAKEN)) {
+            r0 = i * j->tile;
+            tile_rows(j, i, &P.sc[0], j->y + r0, j->ldy);
+            finish(i, id);
+        }
+    while (atomic_load_explicit(&P.done, memory_order_acquire) < j->tiles) relax();   /* copies under way */
+}
+
+int sv_set_level(int level);
+
+int sv_init(int threads) {
+    if (P.n > 1) return level_;              /* once a process */
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+#endif
+    if (sv_set_level(2) < 2) sv_set_level(1);
+    cpu_set_t set;
+    int cpus[MAX_THREADS], ncpu = 0;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        for (int c = 0; c < CPU_SETSIZE && ncpu < MAX_THREADS; c++) if (CPU_ISSET(c, &set)) cpus[ncpu++] = c;
+    if (threads <= 0) threads = ncpu > 0 ? ncpu : 1;
+    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    P.n = threads;
+    for (int i = 1; i < threads; i++) {
+        pthread_create(&P.tid[i], 0, worker, (void *)(intptr_t)i);
+        if (ncpu >= threads) {               /* worker i on the i-th CPU; the caller stays free */
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(cpus[i], &one);
+            pthread_setaffinity_np(P.tid[i], sizeof one, &one);
+        }
+    }
+    return level_;
+}
+
+int sv_threads(void) { return P.n; }
+int sv_supported(int type) { return K_->unpacker(type) != 0; }
+
+/* Use a lower instruction set than the best one (tests check every path this CPU can run);
+ * returns the level in use. Not while a product runs. */
+int sv_set_level(int level) {
+    if (level <= 0) { K_ = &kern_scalar; level_ = 0; }
+#if defined(__x86_64__)
+    else if (level == 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) { K_ = &kern_avx2; level_ = 1; }
+    else if (level >= 2 && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl")) { K_ = &kern_avx512; level_ = 2; }
+#endif
+    return level_;
+}
+
+/* Returns 0, or -1 if the buffers cannot be had. */
+int sv_quantize(const float *x, int T, int K) {
+    size_t n = (size_t)T * K;
+    if (n > P.cap_x) {
+        quiesce();
+        P.xq = grow_buf(P.xq, n);
+        P.xh = grow_buf(P.xh, n / 16 * 4);
+        P.xsd = grow_buf(P.xsd, n / 16 * 4);
+        P.cap_x = (P.xq && P.xh && P.xsd) ? n : 0;
+        if (!P.cap_x) return -1;
+    }
+    int H = K / 16;
+    for (long t = 0; t < T; t++) K_->quantize(x + t * K, K, P.xq + t * K, P.xh + t * H, P.xsd + t * H);
+    P.xT = T;
+    P.xK = K;
+    return 0;
+}
+
+/* Against the activations of the last sv_quantize. Returns 0, or -1 for an unknown type, a
+ * shape that does not match them, or a failed allocation. */
+int sv_matmul(int type, const uint8_t *w, long row_bytes, int N, int K, int T, float *y, long ldy) {
+    unpack_fn u = K_->unpacker(type);
+    if (!u || K % 32 || K != P.xK || T != P.xT) return -1;
+    int tile = T == 1 ? 16 : 64, tiles = (N + tile - 1) / tile;
+    size_t q = (size_t)tile * K, h = (size_t)tile * (K / 16), out = (size_t)tile * T;
+    int fits = tiles <= P.cap_state;
+    for (int i = 0; i < P.n; i++)
+        fits &= q <= P.sc[i].cap_q && h <= P.sc[i].cap_h && out <= P.sc[i].cap_out;
+    if (!fits) {
+        quiesce();
+        if (tiles > P.cap_state) {
+            P.state = grow_buf((void *)P.state, (size_t)tiles * 8);
+            P.cap_state = P.state ? tiles : 0;
+            if (!P.state) return -1;
+            for (int i = 0; i < tiles; i++) atomic_store(&P.state[i], 0);
+        }
+        for (int i = 0; i < P.n; i++) if (!grow_scratch(&P.sc[i], q, h, out)) return -1;
+    }
+    struct mjob j = { u, w, row_bytes, N, K, tile, tiles, T, y, ldy };
+    run_matmul(&j);
+    return 0;
+}
+
+/* RMSNorm of T rows of K: sum = x + residual (residual may be NULL), out = sum / rms(sum) * w.
+ * One pass of C instead of the eight torch ops it takes per call, which a decode step pays
+ * twice a layer. */
+void sv_rmsnorm(const float *x, const float *residual, const float *w, float eps, int T, int K,
+                float *sum, float *out) {
+    for (long t = 0; t < T; t++) {
+        const float *a = x + t * K, *b = residual ? residual + t * K : 0;
+        float *s = sum + t * K, *o = out + t * K;
+        double ss = 0;
+        for (int i = 0; i < K; i++) { s[i] = b ? a[i] + b[i] : a[i]; ss += (double)s[i] * s[i]; }
+        float scale = 1.0f / sqrtf((float)(ss / K) + eps);
+        for (int i = 0; i < K; i++) o[i] = s[i] * scale * w[i];
+    }
+}
+
+/* Raw rows -> float32 (w = s q + m), for the embedding rows of a step and for tests. */
+int sv_dequantize(int type, const uint8_t *w, long row_bytes, int N, int K, float *out) {
+    static struct scratch own;
+    unpack_fn u = K_->unpacker(type);
+    struct scratch *sc = &own;
+    if (!u || K % 32 || !grow_scratch(sc, (size_t)K, (size_t)K / 16, 1)) return -1;
+    for (int r = 0; r < N; r++) {
+        u(w + (long)r * row_bytes, K, sc->q, sc->s, sc->m);
+        for (int i = 0; i < K; i++) out[(long)r * K + i] = sc->s[i / 16] * sc->q[i] + sc->m[i / 16];
+    }
+    return 0;
+}

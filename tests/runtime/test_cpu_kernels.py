@@ -1,0 +1,168 @@
+"""The CPU block kernels against the reference: gguf's own dequantize, then a float matmul.
+
+Every block type, on every instruction set this CPU can run (AVX512-VNNI, AVX2, portable C),
+with row lengths that end in a half 64-value chunk; then the CPU backend's int8 mode through
+the engine, and its fallback when the extension is missing.
+"""
+from __future__ import annotations
+
+import logging
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from gguf import GGMLQuantizationType as Q
+from gguf import quants
+
+from runtime.backends import cpu_kernels
+from runtime.backends.cpu import CPUOps, Int8Weight
+from runtime.backends.cpu_kernels import BLOCK_TYPES, BlockWeight
+from runtime.config import EngineConfig
+from runtime.engine.llm_engine import LLMEngine
+from dev.synthetic import random_kquant
+
+KQUANTS = (Q.Q4_K, Q.Q5_K, Q.Q6_K)
+kernels = cpu_kernels.load()
+pytestmark = pytest.mark.skipif(kernels is None, reason="CPU block kernels not built (pip install -e .)")
+
+
+@pytest.fixture(autouse=True)
+def keep_torch_threads():
+    """The int8 mode hands the cores to the kernels (torch on one thread): undo it for later tests."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(params=[2, 1, 0], ids=["avx512-vnni", "avx2", "portable"])
+def level(request):
+    got = kernels.use_level(request.param)
+    if got != request.param:
+        pytest.skip(f"this CPU has no {request.param} path")
+    yield got
+    kernels.use_level(2)
+
+
+def random_blocks(qtype: Q, rows: int, cols: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """Raw blocks [rows, bytes] and their reference float32 values [rows, cols]."""
+    if qtype in KQUANTS:
+        raw = random_kquant(rows, cols, qtype, rng, 0.05)
+    else:
+        raw = quants.quantize(rng.standard_normal((rows, cols)).astype(np.float32) * 0.05, qtype)
+    return raw, quants.dequantize(raw, qtype).reshape(rows, cols).astype(np.float32)
+
+
+def as_weight(parts) -> BlockWeight:
+    return kernels.weight([SimpleNamespace(qtype=q, data=raw, shape=(raw.shape[0], cols)) for q, raw, cols in parts])
+
+
+@pytest.mark.parametrize("qtype", BLOCK_TYPES, ids=lambda q: q.name)
+def test_blocks_match_the_reference(qtype, level):
+    rng = np.random.default_rng(int(qtype))
+    cols = 768 if qtype in KQUANTS else 864            # 864 = 13.5 chunks of 64
+    raw, ref = random_blocks(qtype, 70, cols, rng)      # 70 rows: a partial tile
+    np.testing.assert_allclose(kernels.dequantize(qtype, raw, cols), ref, rtol=1e-6, atol=1e-7)
+    x = torch.from_numpy(rng.standard_normal((11, cols)).astype(np.float32))   # a group of 8, then singles
+    w = as_weight([(qtype, raw, cols)])
+    y, expect = w.matmul(x), x @ torch.from_numpy(ref).T
+    err = (y - expect).abs().max() / expect.abs().max()
+    assert err < 0.02, f"{qtype.name}: relative error {err:.4f}"       # activations rounded to int8
+    # a token's result does not depend on the tokens beside it
+    one_by_one = torch.cat([w.matmul(x[i:i + 1]) for i in range(len(x))])
+    assert torch.equal(y, one_by_one)
+
+
+def test_parts_of_different_types_fill_their_columns():
+    rng = np.random.default_rng(1)
+    (a, ra), (b, rb) = random_blocks(Q.Q5_0, 40, 256, rng), random_blocks(Q.Q6_K, 24, 256, rng)
+    x = torch.from_numpy(rng.standard_normal((3, 256)).astype(np.float32))
+    y = as_weight([(Q.Q5_0, a, 256), (Q.Q6_K, b, 256)]).matmul(x)
+    expect = x @ torch.from_numpy(np.concatenate([ra, rb])).T
+    assert y.shape == (3, 64)
+    assert (y - expect).abs().max() / expect.abs().max() < 0.02
+
+
+@pytest.mark.parametrize("qtype", [Q.Q8_0, Q.Q4_K])
+def test_int8_mode_runs_on_the_blocks_and_tracks_the_reference(tiny_gguf, tokenizer_cache, qtype):
+    from dev.synthetic import Shape
+    shape = Shape(hidden=256, ffn=512, heads=2, kv_heads=1, head_dim=128)
+    path = tiny_gguf("qwen2", qtype, shape)
+    make = lambda d: LLMEngine.from_gguf(EngineConfig(model=path, backend="cpu", cpu_dtype=d, kv_cache_mb=16,  # noqa: E731
+                                            tokenizer_cache=tokenizer_cache))
+    ref, fast = make("float32"), make("int8")
+    assert isinstance(fast.model.layers[0].gate_up, BlockWeight)
+    ids = ref.tokenizer.encode("hello world, the quick brown fox jumps over the lazy dog")
+    a, b = ref.prompt_logits(ids), fast.prompt_logits(ids)
+    assert np.corrcoef(a.ravel(), b.ravel())[0, 1] > 0.999
+    assert (a.argmax(-1) == b.argmax(-1)).mean() >= 0.75      # random weights: many near ties
+
+
+def test_without_the_extension_int8_falls_back_with_a_log_line(monkeypatch, caplog):
+    monkeypatch.setattr(cpu_kernels, "_loaded", None)
+    monkeypatch.setattr(cpu_kernels, "library_path", lambda: None)
+    with caplog.at_level(logging.WARNING):
+        ops = CPUOps(dtype="int8")
+    assert ops.kernels is None
+    assert "CPU block kernels not built" in caplog.text
+    raw, _ = random_blocks(Q.Q8_0, 8, 64, np.random.default_rng(2))
+    t = SimpleNamespace(name="w", qtype=Q.Q8_0, data=raw, shape=(8, 64))
+    assert isinstance(ops.linear_weight([t]), Int8Weight)
+
+
+@pytest.mark.slow
+def test_default_model_greedy_tokens_equal_the_float32_reference():
+    """The fast path on the real default model (Q5_0, Q8_0, Q4_K, Q6_K blocks): 32 greedy tokens
+    per prompt equal the float32 reference's."""
+    import os
+    from pathlib import Path
+
+    from runtime import catalog
+    from runtime.sampling import SamplingParams
+    from tests.runtime.test_default_model import PROMPTS
+
+    home = Path(os.environ.get("SAMEVM_HOME", ".samevm"))
+    path = catalog.installed_path(catalog.DEFAULT_MODEL, home)
+    if path is None:
+        pytest.skip("the default model is not installed (samevm models fetch)")
+    make = lambda d: LLMEngine.from_gguf(EngineConfig(model=str(path), backend="cpu", cpu_dtype=d, kv_cache_mb=256,  # noqa: E731
+                                            tokenizer_cache=str(home / "cache" / "tokenizers")))
+    ref, fast = make("float32"), make("int8")
+    assert isinstance(fast.model.lm_head, BlockWeight)
+    params = SamplingParams(max_tokens=32, temperature=0, ignore_eos=True)
+    for text in PROMPTS:
+        ids = ref.tokenizer.encode(ref.tokenizer.render_chat([{"role": "user", "content": text}]))
+        want = ref.generate([ids], params)[0].token_ids
+        got = fast.generate([ids], params)[0].token_ids
+        assert got == want, text
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_decode_attention_matches_the_torch_path(interleaved):
+    """The C decode attention (RoPE, cache write, GQA softmax) against the reference ops on the
+    same batch: three sequences of different lengths in a paged cache."""
+    from runtime.backends import AttentionParams, ForwardBatch
+    from runtime.models.rope import rope_tables
+
+    ops = CPUOps(dtype="int8")
+    rng = np.random.default_rng(3)
+    hq, hkv, d, block = 4, 2, 16, 4
+    lens = np.array([5, 9, 1], dtype=np.int32)
+    tables = np.array([[3, 7, 0], [1, 4, 5], [6, 0, 0]], dtype=np.int32)
+    pos = lens - 1
+    slots = np.array([tables[i, p // block] * block + p % block for i, p in enumerate(pos)], dtype=np.int32)
+    fb = ops.prepare(ForwardBatch(input_ids=np.zeros(3, np.int32), positions=pos, slot_mapping=slots,
+                                  query_starts=np.arange(4, dtype=np.int32), context_lens=lens, block_tables=tables,
+                                  logits_indices=np.arange(3, dtype=np.int32), block_size=block))
+    assert fb.ctx is not None
+    cos, sin = rope_tables(d, 10000.0, None, 64)
+    rope = ops.rope_cache(cos, sin)
+    p = AttentionParams(n_heads=hq, n_kv_heads=hkv, head_dim=d, scale=d ** -0.5, interleaved=interleaved, norm_eps=1e-6)
+    qkv = torch.from_numpy(rng.standard_normal((3, (hq + 2 * hkv) * d)).astype(np.float32))
+    kv = torch.from_numpy(rng.standard_normal((1, 2, 8 * block, hkv, d)).astype(np.float32))
+    kv_ref = kv.clone()
+    fast = ops.attention(qkv, kv, 0, fb, rope, p)
+    fb.ctx = None
+    ref = ops.attention(qkv, kv_ref, 0, fb, rope, p)
+    torch.testing.assert_close(kv, kv_ref)
+    torch.testing.assert_close(fast, ref, rtol=1e-5, atol=1e-5)
