@@ -75,7 +75,8 @@ class ReplayModel:
     def __init__(self, steps: list[list[tuple[str, dict]]]):
         self.steps = list(steps)
 
-    def complete(self, messages, tools=None, tool_choice="auto", max_tokens=0, temperature=0.0, seed=None) -> Reply:
+    def complete(self, messages, tools=None, tool_choice="auto", max_tokens=0, temperature=0.0, seed=None,
+                 parallel=True, text_regex=None) -> Reply:
         if not self.steps:
             return Reply(content="done", calls=[], finish_reason="stop")
         step = self.steps.pop(0)
