@@ -223,7 +223,7 @@ def overlap_scenario(path, tokenizer_cache, make_ops):
 
 
 def test_a_failed_capture_leaves_no_bucket_behind(tiny_gguf, tokenizer_cache, monkeypatch):
-    """Out of memory halfway through recording a graph's buffers fails that step; the next
+    """Out of memory halfway through recording a graph's buffers fails that request; the next
     step of the same shape records and captures afresh (not on top of the partial arena)."""
     path = tiny_gguf("qwen3", Q.Q8_0)
     cpu, gpu = cpu_and_emulated(path, tokenizer_cache)
@@ -237,10 +237,8 @@ def test_a_failed_capture_leaves_no_bucket_behind(tiny_gguf, tokenizer_cache, mo
             raise MemoryError("out of memory (test)")
         return take(self, *args, **kw)
     monkeypatch.setattr(Arena, "take", failing)
-    with pytest.raises(MemoryError):
-        gpu.generate([ids], params)
-    for rid in list(gpu.requests):       # as the server does after a failed step
-        gpu.abort(rid)
+    failed = gpu.generate([ids], params)[0]       # the engine fails that request alone, not the process
+    assert failed.finish_reason == "error" and not gpu.requests
     assert gpu.generate([ids], params)[0].token_ids == cpu.generate([ids], params)[0].token_ids
     assert (16, 1) in gpu.ops.graphs.captured(decode=False)
 
