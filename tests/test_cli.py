@@ -23,7 +23,7 @@ def test_cpu_weights_are_int8_by_default_and_float32_on_request(tmp_path, tiny_g
     args = ["--home", str(tmp_path), "chat", "hi", "--model", tiny_gguf("qwen2"), "--backend", "cpu",
             "--max-tokens", "2"]
     assert main(args) == 0
-    assert "on cpu int8," in capsys.readouterr().err
+    assert "on cpu int8" in capsys.readouterr().err
     assert main(args + ["--cpu-dtype", "float32"]) == 0
     assert "on cpu float32," in capsys.readouterr().err
     monkeypatch.setenv("SAMEVM_CPU_DTYPE", "bfloat16")

@@ -25,7 +25,7 @@ def pytest_addoption(parser):
                      help="save the console's screenshots (console-*.png) into DIR")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")   # a module at most: sync Playwright holds an event loop in the main thread until it stops
 def chromium():
     """Playwright's Chromium API on the system browser; skips with the reason when either is missing."""
     if not Path(CHROMIUM).exists() and not shutil.which("chromium"):

@@ -297,7 +297,8 @@ def test_a_failing_sequence_fails_alone_while_steps_overlap(tiny_gguf, tokenizer
     def engine(overlap):
         config = EngineConfig(model=path, backend="cpu", kv_cache_mb=16, tokenizer_cache=tokenizer_cache,
                               overlap=overlap)
-        return LLMEngine(config, ops=CUDAOps(device=emulator.EmuDevice(), kv_dtype="float32", gemm_dtype="float32"))
+        return LLMEngine.from_gguf(config, ops=CUDAOps(device=emulator.EmuDevice(), kv_dtype="float32",
+                                                        gemm_dtype="float32"))
 
     sync, fast = engine(False), engine(True)
     assert fast.overlap
