@@ -91,6 +91,7 @@ class EngineConfig:
     num_kv_blocks: int = 0
     tokenizer_cache: str | None = None  # where converted tokenizers are kept
     revision: str = ""                 # weights revision reported in responses
+    lora: str | None = None            # a PEFT LoRA adapter folder served on the model (runtime/lora.py)
     overlap: bool = True               # queue the next step before reading this one's tokens (CUDA)
     cuda: CudaOptions = field(default_factory=CudaOptions)
 

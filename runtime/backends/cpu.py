@@ -19,6 +19,7 @@ from gguf import quants
 from runtime.backends import AttentionParams, ForwardBatch, cpu_kernels
 from runtime.backends.cpu_kernels import BlockWeight
 from runtime.gguf import GGUFTensor
+from runtime.lora import FusedLoRA
 from runtime.sampling import SampleOutput, SamplingBatch
 
 
@@ -99,6 +100,11 @@ class CPUOps:
             self._loaded[key] = torch.from_numpy(w).to(self.dtype).contiguous()
         return self._loaded[key]
 
+    def lora_weight(self, fused: FusedLoRA) -> tuple[torch.Tensor, torch.Tensor]:
+        """(A [P r, in], block-diagonal B [out, P r]) in the activations' dtype."""
+        return (torch.from_numpy(fused.a).to(self.dtype).contiguous(),
+                torch.from_numpy(fused.block_b()).to(self.dtype).contiguous())
+
     def vector(self, parts: list[GGUFTensor]) -> torch.Tensor:
         return torch.from_numpy(np.concatenate([dequantize(p).reshape(-1) for p in parts]))
 
@@ -151,8 +157,11 @@ class CPUOps:
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * weight
         return h.to(x.dtype), x
 
-    def linear(self, x, weight, bias=None, act=None):
+    def linear(self, x, weight, bias=None, act=None, lora=None):
         y = weight.matmul(x) if isinstance(weight, (Int8Weight, BlockWeight)) else F.linear(x, weight)
+        if lora is not None:
+            a, b = lora
+            y = y + F.linear(F.linear(x.to(a.dtype), a), b).to(y.dtype)     # [T, P r] -> [T, out]
         if bias is not None:
             y = (y.float() + bias).to(x.dtype)
         if act == "silu_mul":

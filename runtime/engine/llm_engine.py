@@ -27,6 +27,7 @@ from runtime.engine.model_runner import ModelRunner
 from runtime.engine.scheduler import Scheduler
 from runtime.engine.sequence import Sequence
 from runtime.gguf import load_gguf, quick_digest
+from runtime.lora import load_adapter
 from runtime.models import build_model
 from runtime.sampling import SampleOutput, SamplingParams
 from runtime.tokenizer import Tokenizer
@@ -129,6 +130,8 @@ class LLMEngine:
         self.config, self.model, self.tokenizer, self.ops = config, model, tokenizer, ops
         self.spec = spec = model.spec
         self.revision = revision or config.revision
+        adapter = getattr(model, "adapter", None)
+        self.adapter: dict | None = adapter.describe() if adapter is not None else None   # LoRA served on the base
         self.block_size = config.block_size
         num_blocks, self.max_model_len = kv_layout(config, spec, ops)
         kv = ops.kv_cache(spec.n_layers, num_blocks, self.block_size, spec.n_kv_heads, spec.head_dim, spec.n_heads)
@@ -153,12 +156,15 @@ class LLMEngine:
         ops = ops or create_backend(config.backend, config.cpu_dtype, config.cuda)
         tokenizer = Tokenizer(gguf.path, config.tokenizer_cache, metadata=gguf.metadata)
         num_blocks, max_model_len = kv_layout(config, gguf.spec, ops)
-        model = build_model(gguf, ops, max_model_len)
-        engine = cls(config, model, tokenizer, ops, revision=config.revision or quick_digest(gguf.path))
+        adapter = load_adapter(config.lora, gguf.spec) if config.lora else None
+        model = build_model(gguf, ops, max_model_len, adapter)
+        revision = config.revision or quick_digest(gguf.path) + (f"+{adapter.sha256[:12]}" if adapter else "")
+        engine = cls(config, model, tokenizer, ops, revision=revision)
         engine.load_seconds = time.monotonic() - t0
-        log.info("loaded %s (%s, %d layers) on %s in %.1f s; %d KV blocks of %d",
-                 gguf.path.name, gguf.spec.arch, gguf.spec.n_layers, ops.name, engine.load_seconds,
-                 num_blocks, config.block_size)
+        log.info("loaded %s (%s, %d layers)%s on %s in %.1f s; %d KV blocks of %d",
+                 gguf.path.name, gguf.spec.arch, gguf.spec.n_layers,
+                 f" with LoRA {adapter.name} (rank {adapter.rank})" if adapter else "", ops.name,
+                 engine.load_seconds, num_blocks, config.block_size)
         return engine
 
     # ---- requests --------------------------------------------------------------------

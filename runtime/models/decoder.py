@@ -8,6 +8,9 @@ not a table kept here, and llama's interleaved RoPE is the GGUF's row order
     x = embed(ids)
     per layer:  h = norm(x + r);  x = o_proj(attention(qkv(h)));  h = norm(x + r);  x = down(silu(gate) * up)
     logits = lm_head(norm(x + r)[sampled rows])
+
+With a LoRA adapter (runtime/lora.py) each of the four linears of a layer also adds its
+low-rank product, inside the backend's linear (before gate/up's SwiGLU).
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from gguf import TENSOR_NAMES
 
 from runtime.backends import AttentionParams, ForwardBatch, Ops
 from runtime.gguf import GGUFModel, ModelLoadError
+from runtime.lora import FUSED, Adapter
 from runtime.models.rope import rope_tables, scaling_for
 
 
@@ -50,11 +54,12 @@ class Layer:
     ffn_norm: object
     gate_up: object
     down: object
+    lora: dict              # linear name (lora.FUSED) -> the backend's adapter factors or None
 
 
 class DecoderLM:
-    def __init__(self, model: GGUFModel, arch: Arch, ops: Ops, max_positions: int):
-        spec, self.ops, self.spec = model.spec, ops, model.spec
+    def __init__(self, model: GGUFModel, arch: Arch, ops: Ops, max_positions: int, adapter: Adapter | None = None):
+        spec, self.ops, self.spec, self.adapter = model.spec, ops, model.spec, adapter
         if spec.n_heads % spec.n_kv_heads:
             raise ModelLoadError(f"{model.path.name}: {spec.n_heads} heads not divisible by "
                                  f"{spec.n_kv_heads} KV heads")
@@ -83,7 +88,12 @@ class DecoderLM:
                 ffn_norm=ops.vector([w(T.FFN_NORM, i)]),
                 gate_up=ops.linear_weight([w(T.FFN_GATE, i), w(T.FFN_UP, i)]),
                 down=ops.linear_weight([w(T.FFN_DOWN, i)]),
+                lora={name: self._lora(i, name) for name in FUSED},
             ))
+
+    def _lora(self, layer: int, linear: str):
+        fused = self.adapter.fused(layer, linear) if self.adapter is not None else None
+        return None if fused is None else self.ops.lora_weight(fused)
 
     def forward(self, fb, kv):
         """fb: the backend's prepared batch; returns logits [S, vocab] for the sampled rows."""
@@ -92,11 +102,13 @@ class DecoderLM:
         residual = None
         for i, layer in enumerate(self.layers):
             h, residual = ops.rms_norm(x, layer.attn_norm, eps, residual)
-            qkv = ops.linear(h, layer.qkv, layer.qkv_bias)           # [T, (Hq + 2 Hkv) D]
+            lora = layer.lora
+            qkv = ops.linear(h, layer.qkv, layer.qkv_bias, lora=lora["qkv"])   # [T, (Hq + 2 Hkv) D]
             o = ops.attention(qkv, kv, i, fb, self.rope, layer.attn)  # [T, Hq D]
-            x = ops.linear(o, layer.o_proj)
+            x = ops.linear(o, layer.o_proj, lora=lora["o_proj"])
             h, residual = ops.rms_norm(x, layer.ffn_norm, eps, residual)
-            x = ops.linear(ops.linear(h, layer.gate_up, act="silu_mul"), layer.down)
+            g = ops.linear(h, layer.gate_up, act="silu_mul", lora=lora["gate_up"])
+            x = ops.linear(g, layer.down, lora=lora["down"])
         h, _ = ops.rms_norm(x, self.norm, eps, residual)
         return ops.linear(ops.gather(h, fb), self.lm_head)            # [S, V]
 
