@@ -122,6 +122,20 @@ def interleaved_rows(rows: int, heads: int) -> np.ndarray:
     return np.arange(rows).reshape(heads, 2, rows // heads // 2).transpose(0, 2, 1).reshape(-1)
 
 
+def revision_suffix(folder: str | Path, sha256: str) -> str:
+    """What a revision's name gains from its adapter: "+<folder name>.<sha256 prefix>"."""
+    return "+" + re.sub(r"[^A-Za-z0-9._-]", "_", Path(folder).name)[:64] + "." + sha256[:12]
+
+
+def weights_sha256(folder: str | Path) -> str:
+    """sha256 of the adapter's safetensors: what names it in revisions and receipts."""
+    try:
+        with open(Path(folder) / WEIGHTS_FILE, "rb") as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()
+    except OSError as e:
+        raise AdapterError(f"{Path(folder).name}: cannot read {WEIGHTS_FILE}: {e}") from e
+
+
 def read_config(folder: Path) -> dict:
     try:
         config = json.loads((folder / CONFIG_FILE).read_text())
@@ -164,8 +178,7 @@ def load_adapter(folder: str | Path, spec) -> Adapter:
     config = read_config(folder)
     weights = folder / WEIGHTS_FILE
     tensors = read_tensors(weights)
-    with open(weights, "rb") as f:
-        sha = hashlib.file_digest(f, "sha256").hexdigest()
+    sha = weights_sha256(folder)
     found: dict[tuple[int, str], dict[str, np.ndarray]] = {}
     for key, value in tensors.items():
         m = KEY.match(key)

@@ -27,7 +27,7 @@ from runtime.engine.model_runner import ModelRunner
 from runtime.engine.scheduler import Scheduler
 from runtime.engine.sequence import Sequence
 from runtime.gguf import load_gguf, quick_digest
-from runtime.lora import load_adapter
+from runtime.lora import load_adapter, revision_suffix
 from runtime.models import build_model
 from runtime.sampling import SampleOutput, SamplingParams
 from runtime.tokenizer import Tokenizer
@@ -158,7 +158,7 @@ class LLMEngine:
         num_blocks, max_model_len = kv_layout(config, gguf.spec, ops)
         adapter = load_adapter(config.lora, gguf.spec) if config.lora else None
         model = build_model(gguf, ops, max_model_len, adapter)
-        revision = config.revision or quick_digest(gguf.path) + (f"+{adapter.sha256[:12]}" if adapter else "")
+        revision = config.revision or quick_digest(gguf.path) + (revision_suffix(adapter.path, adapter.sha256) if adapter else "")
         engine = cls(config, model, tokenizer, ops, revision=revision)
         engine.load_seconds = time.monotonic() - t0
         log.info("loaded %s (%s, %d layers)%s on %s in %.1f s; %d KV blocks of %d",

@@ -50,6 +50,7 @@ class Generation:
         self.engine = engine
         self.revision = engine.revision
         self.backend = engine.ops.name
+        self.adapter = engine.adapter         # the LoRA adapter served on the weights, or None
         self.queue: asyncio.Queue[Delta] = asyncio.Queue()
         self.finished = False             # set by the event loop when the last Delta arrives
         self._loop = loop

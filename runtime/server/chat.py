@@ -76,7 +76,7 @@ class Output:
 
 
 def extension(gen: Generation, last: Delta, errors: list[str]) -> dict:
-    ext = {"awareness": last.awareness, "revision": gen.revision, "backend": gen.backend}
+    ext = {"awareness": last.awareness, "revision": gen.revision, "adapter": gen.adapter, "backend": gen.backend}
     if errors:
         ext["tool_call_errors"] = errors
     return ext

@@ -57,7 +57,7 @@ def plan(state: ServerState, engine: LLMEngine, req: CompletionRequest):
 
 
 def extension(gen: Generation, last: Delta) -> dict:
-    return {"awareness": last.awareness, "revision": gen.revision, "backend": gen.backend}
+    return {"awareness": last.awareness, "revision": gen.revision, "adapter": gen.adapter, "backend": gen.backend}
 
 
 async def create(state: ServerState, req: CompletionRequest, request: Request):

@@ -47,7 +47,7 @@ class ServerConfig:
 
     @property
     def reload_dirs(self) -> tuple[Path, ...]:
-        """Where /admin/reload may read a model: the served model's folder, the data
+        """Where /admin/reload may read a model: the served model's (and adapter's) folder, the data
         directory's installed models and trained revisions, and the configured roots."""
-        return (Path(self.engine.model).parent, self.home / "models", self.home / "training" / "revisions",
-                *map(Path, self.reload_roots))
+        served = [Path(self.engine.model).parent] + ([Path(self.engine.lora).parent] if self.engine.lora else [])
+        return (*served, self.home / "models", self.home / "training" / "revisions", *map(Path, self.reload_roots))

@@ -6,10 +6,13 @@ vocabulary, finite logits and a short greedy generation), and only then swaps it
 two engine steps. Refusals: 422 for a file that cannot be loaded, 409 for one that loads but
 does not match or fails the smoke test; the old revision keeps serving either way.
 
+A revision is a GGUF and, optionally, a LoRA adapter folder served on it (runtime/lora.py):
+a reload may keep the live GGUF and change only the adapter, or drop it (back to the base).
+
 Only files under the config's reload_dirs are opened (403 otherwise, decided from the
-resolved path before the file is read). Each activation records the file's digest; a
-rollback whose file no longer has it is refused (409), so a replaced file never serves
-under the old revision's name.
+resolved path before the file is read). Each activation records the file's digest (and the
+adapter's sha256); a rollback whose files no longer have them is refused (409), so a
+replaced file never serves under the old revision's name.
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ import numpy as np
 from httpkit.errors import APIError
 from runtime.engine.llm_engine import LLMEngine
 from runtime.gguf import ModelLoadError, quick_digest
+from runtime.lora import AdapterError, revision_suffix, weights_sha256
 from runtime.sampling import SamplingParams
 from runtime.server.bridge import EngineLoop
 from runtime.server.state import ServerState
@@ -45,23 +49,25 @@ def file_digest(path: str | Path) -> str:
         return hashlib.file_digest(f, lambda: hashlib.blake2b(digest_size=16)).hexdigest()
 
 
-def confined(state: ServerState, path: str) -> Path:
+def confined(state: ServerState, path: str, param: str = "path") -> Path:
     """`path` resolved, if it lies under one of the reload directories; else a 403 (nothing read)."""
     try:
         resolved = Path(path).resolve()
     except (OSError, RuntimeError, ValueError) as e:
-        raise APIError(400, f"path cannot be resolved: {e}", param="path", code="invalid_value") from e
+        raise APIError(400, f"{param} cannot be resolved: {e}", param=param, code="invalid_value") from e
     dirs = state.config.reload_dirs
     if not any(resolved.is_relative_to(d.resolve()) for d in dirs):
         raise APIError(403, "reload reads only from the model and revision directories: "
-                            + ", ".join(str(d) for d in dirs), param="path", code="path_not_allowed")
+                            + ", ".join(str(d) for d in dirs), param=param, code="path_not_allowed")
     return resolved
 
 
-def load(state: ServerState, path: str, revision: str) -> LLMEngine:
-    cfg = dataclasses.replace(state.config.engine, model=str(path), revision=revision)
+def load(state: ServerState, path: str, revision: str, adapter: str | None = None) -> LLMEngine:
+    cfg = dataclasses.replace(state.config.engine, model=str(path), revision=revision, lora=adapter)
     try:
         engine = LLMEngine.from_gguf(cfg)
+    except AdapterError as e:
+        raise Refused(422, f"cannot serve adapter {Path(adapter).name} on {Path(path).name}: {e}") from e
     except (ModelLoadError, ValueError, OSError) as e:
         raise Refused(422, f"cannot load {Path(path).name}: {e}") from e
     state.grammar_factory(engine)           # builds the grammar tokenizer now, not on a request
@@ -85,17 +91,25 @@ def smoke_test(engine: LLMEngine) -> None:
         raise Refused(409, f"smoke test failed: generated {len(out.token_ids)} of {SMOKE_TOKENS} tokens")
 
 
-def prepare(state: ServerState, path: str, revision: str, live: LLMEngine) -> LLMEngine:
+def prepare(state: ServerState, path: str, revision: str, live: LLMEngine, adapter: str | None) -> LLMEngine:
     """Load and check a candidate; blocking (run it in a worker thread)."""
-    engine = load(state, path, revision)
+    engine = load(state, path, revision, adapter)
     check_against(engine, live)
     smoke_test(engine)
     return engine
 
 
 def facts(engine: LLMEngine) -> dict:
+    adapter = engine.adapter
     return {"arch": engine.spec.arch, "tokenizer": engine.tokenizer.fingerprint,
-            "backend": engine.ops.name, "load_seconds": round(engine.load_seconds, 2)}
+            "backend": engine.ops.name, "load_seconds": round(engine.load_seconds, 2),
+            "adapter": engine.config.lora, "adapter_sha256": adapter and adapter["sha256"]}
+
+
+def same_files(a: tuple[str, str | None], b: tuple[str, str | None]) -> bool:
+    """(GGUF, adapter folder or None) pairs naming the same files."""
+    resolve = lambda p: None if p is None else Path(p).resolve()  # noqa: E731
+    return resolve(a[0]) == resolve(b[0]) and resolve(a[1]) == resolve(b[1])
 
 
 def start(state: ServerState) -> None:
@@ -104,12 +118,13 @@ def start(state: ServerState) -> None:
     cfg, registry = state.config, state.registry
     target = registry.resume_target() if cfg.resume else None
     engine = None
-    if target and Path(target[0]).resolve() != Path(cfg.engine.model).resolve():
+    adapter = target and registry.entry(target[1]).get("adapter")
+    if target and not same_files((target[0], adapter), (cfg.engine.model, cfg.engine.lora)):
         try:
             recorded = registry.entry(target[1]).get("digest")
             if recorded is not None and file_digest(target[0]) != recorded:
                 raise Refused(409, f"{target[0]} changed since revision {target[1]} served")
-            engine = load(state, *target)
+            engine = load(state, *target, adapter)
             smoke_test(engine)
             log.info("resumed revision %s from %s", target[1], target[0])
         except Refused as e:
@@ -117,7 +132,7 @@ def start(state: ServerState) -> None:
             log.warning("could not resume revision %s (%s); serving %s", target[1], e.reason, cfg.engine.model)
             engine = None
     try:
-        engine = engine or load(state, cfg.engine.model, cfg.engine.revision)
+        engine = engine or load(state, cfg.engine.model, cfg.engine.revision, cfg.engine.lora)
     except Refused as e:
         state.load_error = e.reason
         log.error("model failed to load: %s", e.reason)
@@ -127,34 +142,49 @@ def start(state: ServerState) -> None:
     state.loop = EngineLoop(engine)
 
 
-async def swap_in(state: ServerState, path: str, revision: str | None, action: str,
-                  expect_digest: str | None = None) -> dict:
-    """Reload (action "reload") or roll back (action "rollback") to `path`; returns what
-    happened, or raises APIError with the reason and leaves the live revision serving.
-    With `expect_digest`, a file whose content changed is refused."""
+async def swap_in(state: ServerState, path: str | None, revision: str | None, action: str,
+                  expect_digest: str | None = None, adapter: str | None = None,
+                  expect_adapter: str | None = None) -> dict:
+    """Reload (action "reload") or roll back (action "rollback") to `path` (None: the live
+    GGUF) with the LoRA folder `adapter` (None: the base alone); returns what happened, or
+    raises APIError with the reason and leaves the live revision serving. With
+    `expect_digest` / `expect_adapter`, files whose content changed are refused."""
     loop = state.ready()
     if state.reload_lock.locked():
         raise APIError(409, "a reload is already in progress", code="reload_in_progress")
     async with state.reload_lock:
         live = loop.live
+        path = path or live.config.model
         confined(state, path)
+        if adapter is not None:
+            confined(state, adapter, param="adapter")
         if not Path(path).is_file():
             state.registry.refused(revision, path, action, "no such file")
             state.metrics.reloads.labels("refused").inc()
             raise APIError(422, f"no such model file: {path}", param="path", code="model_not_found")
         digest = await anyio.to_thread.run_sync(file_digest, path)
-        if expect_digest is not None and digest != expect_digest:
-            reason = f"{path} changed since revision {revision} served (its digest differs)"
+        adapter_sha = None
+        try:
+            if adapter is not None:
+                adapter_sha = await anyio.to_thread.run_sync(weights_sha256, adapter)
+        except AdapterError as e:
+            state.registry.refused(revision, path, action, str(e))
+            state.metrics.reloads.labels("refused").inc()
+            raise APIError(422, f"{action} refused, still serving {live.revision}: {e}", param="adapter",
+                           code="adapter_not_found") from e
+        if (expect_digest is not None and digest != expect_digest
+                or expect_adapter is not None and adapter_sha != expect_adapter):
+            reason = f"{path if digest != expect_digest else adapter} changed since revision {revision} served"
             state.registry.refused(None, path, action, reason)
             state.metrics.reloads.labels("refused").inc()
             raise APIError(409, f"{action} refused, still serving {live.revision}: {reason}",
                            code="revision_changed")
-        revision = revision or quick_digest(path)
-        if state.registry.conflicts(revision, path):
-            raise APIError(409, f"revision {revision!r} is already registered for another file",
+        revision = revision or quick_digest(path) + (revision_suffix(adapter, adapter_sha) if adapter_sha else "")
+        if state.registry.conflicts(revision, path, adapter):
+            raise APIError(409, f"revision {revision!r} is already registered for other files",
                            param="revision", code="revision_conflict")
         try:
-            engine = await anyio.to_thread.run_sync(prepare, state, path, revision, live)
+            engine = await anyio.to_thread.run_sync(prepare, state, path, revision, live, adapter)
         except Refused as e:
             state.registry.refused(revision, path, action, e.reason)
             state.metrics.reloads.labels("refused").inc()

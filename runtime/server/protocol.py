@@ -193,5 +193,6 @@ class DetokenizeRequest(Strict):
 
 
 class ReloadRequest(Strict):
-    path: Annotated[str, Field(min_length=1, max_length=4096, pattern=r"^[^\x00-\x1f]*$")]
+    path: Annotated[str, Field(min_length=1, max_length=4096, pattern=r"^[^\x00-\x1f]*$")] | None = None  # None: the live GGUF
+    adapter: Annotated[str, Field(min_length=1, max_length=4096, pattern=r"^[^\x00-\x1f]*$")] | None = None  # LoRA folder
     revision: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:+-]+$")] | None = None

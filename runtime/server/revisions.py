@@ -1,7 +1,8 @@
 """Which weights revision is served, which served before it, and what happened: persisted
 as JSON under <home>/runtime/revisions/<model id>.json so it survives a restart.
 
-Activations form a stack: a reload pushes, a rollback pops. The top is active; the one
+A revision names a GGUF and the LoRA adapter folder served on it, if any (facts "adapter",
+"adapter_sha256"). Activations form a stack: a reload pushes, a rollback pops. The top is active; the one
 below it is the last known good (it served until it was replaced). A refused reload is
 recorded in the history and never touches the stack. A restart resumes the active
 revision when its file still exists.
@@ -57,10 +58,14 @@ class RevisionRegistry:
             return entry["path"], rev
         return None
 
-    def conflicts(self, revision: str, path: str) -> bool:
+    def conflicts(self, revision: str, path: str, adapter: str | None = None) -> bool:
+        """`revision` already names another GGUF, or the same GGUF with another adapter (or none)."""
         entry = self.entry(revision)
-        return entry is not None and entry["status"] != "refused" and \
-            Path(entry["path"]).resolve() != Path(path).resolve()
+        if entry is None or entry["status"] == "refused":
+            return False
+        other = entry.get("adapter")
+        return Path(entry["path"]).resolve() != Path(path).resolve() or \
+            (other and Path(other).resolve()) != (adapter and Path(adapter).resolve())
 
     def describe(self, history: int = 50) -> dict:
         with self._lock:

@@ -1,10 +1,13 @@
 """samevm serve: the runtime's OpenAI-compatible HTTP server (runtime/server)."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from runtime import catalog
 from runtime.config import EngineConfig
+from runtime.gguf import ModelLoadError, load_gguf
+from runtime.lora import load_adapter
 from runtime.server.config import ServerConfig
 
 
@@ -16,6 +19,9 @@ def register(sub) -> None:
     p.add_argument("--api-key", help="require `Authorization: Bearer KEY` (default $SAMEVM_API_KEY)")
     p.add_argument("--allowed-host", action="append", metavar="NAME",
                    help="a Host name to answer to besides loopback and --host (repeatable; '*' for any)")
+    p.add_argument("--lora", metavar="DIR",
+                   help="a PEFT LoRA adapter folder (adapter_config.json + adapter_model.safetensors) to serve "
+                        "on the model (default: the settings' lora, $SAMEVM_LORA)")
     p.add_argument("--backend", choices=["auto", "cpu", "cuda"])
     p.add_argument("--cpu-dtype", choices=["int8", "bfloat16", "float32"],
                    help="CPU weights (default: the settings' cpu_dtype, int8; float32 is the reference)")
@@ -37,7 +43,8 @@ def build_config(args, settings) -> ServerConfig:
     name = args.model or settings.model
     path = catalog.resolve(name, settings.home)
     model_id = name if name in catalog.KNOWN_MODELS else Path(path).stem
-    engine = EngineConfig(model=str(path), backend=args.backend or settings.backend,
+    engine = EngineConfig(model=str(path), lora=args.lora or settings.lora or None,
+                          backend=args.backend or settings.backend,
                           cpu_dtype=args.cpu_dtype or settings.cpu_dtype,
                           max_model_len=args.max_model_len, kv_cache_mb=args.kv_cache_mb,
                           max_num_seqs=args.max_num_seqs, tokenizer_cache=str(settings.tokenizer_cache),
@@ -55,6 +62,12 @@ def run(args, settings) -> int:
     from runtime.server.app import create_app
 
     config = build_config(args, settings)
+    if config.engine.lora:          # refuse a bad adapter now, not as a 503 on /health after the load
+        try:
+            load_adapter(config.engine.lora, load_gguf(config.engine.model).spec)
+        except ModelLoadError as e:
+            print(f"samevm serve: cannot serve --lora {config.engine.lora}: {e}", file=sys.stderr)
+            return 2
     print(f"samevm serve: {config.model_id} on http://{config.host}:{config.port}/v1 "
           f"(health: /health answers 503 until the model has loaded)", flush=True)
     uvicorn.run(create_app(config), host=config.host, port=config.port, log_level="info",

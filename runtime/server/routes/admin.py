@@ -16,8 +16,9 @@ router = APIRouter(prefix="/admin")
 
 @router.post("/reload")
 async def reload(body: ReloadRequest, state: Server):
-    """Load a GGUF beside the live one, check it, and swap it in; 409/422 with the reason if refused."""
-    return await loading.swap_in(state, body.path, body.revision, "reload")
+    """Load a GGUF (default: the live one) with a LoRA adapter or none beside the live
+    revision, check it, and swap it in; 409/422 with the reason if refused."""
+    return await loading.swap_in(state, body.path, body.revision, "reload", adapter=body.adapter)
 
 
 @router.get("/revisions")
@@ -34,4 +35,5 @@ async def rollback(state: Server):
     if target is None:
         raise APIError(409, "there is no earlier revision to roll back to", code="no_rollback_target")
     entry = state.registry.entry(target)
-    return await loading.swap_in(state, entry["path"], target, "rollback", expect_digest=entry.get("digest"))
+    return await loading.swap_in(state, entry["path"], target, "rollback", expect_digest=entry.get("digest"),
+                                 adapter=entry.get("adapter"), expect_adapter=entry.get("adapter_sha256"))

@@ -19,18 +19,19 @@ public = APIRouter()          # no API key: supervisors and scrapers poll these
 
 
 async def health(state: Server):
-    """200 {"status": "ok"} once the model serves; 503 with an error body while it loads."""
-    state.ready()
-    return {"status": "ok"}
+    """200 {"status": "ok", "revision", "adapter"} once the model serves; 503 with an error body while it loads."""
+    engine = state.ready().live
+    return {"status": "ok", "revision": engine.revision, "adapter": engine.adapter}
 
 
 async def models(state: Server):
     """The served model, its context length (what one request may use: prompt and reply),
-    weights revision and backend, and its rope scaling when the context needs one."""
+    weights revision, LoRA adapter (name, sha256) and backend, and its rope scaling when the context needs one."""
     engine = state.ready().live
     card = {"id": state.config.model_id, "object": "model", "created": state.started_at,
             "owned_by": "samevm", "context_length": engine.max_model_len, "max_model_len": engine.max_model_len,
-            "revision": engine.revision, "backend": engine.ops.name, "architecture": engine.spec.arch}
+            "revision": engine.revision, "adapter": engine.adapter, "backend": engine.ops.name,
+            "architecture": engine.spec.arch}
     scaling = engine.model.rope_scaling
     if scaling is not None:     # the served context reaches past training through rope scaling: say so
         card["rope_scaling"] = {"type": scaling.kind, "factor": scaling.factor,
