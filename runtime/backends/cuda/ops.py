@@ -16,12 +16,14 @@ from gguf import quants
 from runtime.backends import AttentionParams, ForwardBatch
 from runtime.backends.cuda import attention as attn
 from runtime.backends.cuda import linear as lin
+from runtime.backends.cuda import lora as low_rank
 from runtime.backends.cuda.batch import CUDABatch, pack, views
 from runtime.backends.cuda.graphs import StepGraphs
 from runtime.backends.cuda.sampler import Logits, Sampler
 from runtime.backends.cuda.weights import QuantLinear, upload_linear
 from runtime.config import CudaOptions
 from runtime.gguf import GGUFTensor
+from runtime.lora import FusedLoRA
 from runtime.sampling import SampleOutput, SamplingBatch
 
 
@@ -103,6 +105,10 @@ class CUDAOps:
             self._loaded[key] = upload_linear(self.dev, parts)
         return self._loaded[key]
 
+    def lora_weight(self, fused: FusedLoRA) -> low_rank.LoRAWeight:
+        self.dev.use()
+        return low_rank.upload(self.dev, fused)
+
     def vector(self, parts: list[GGUFTensor]):
         values = [np.asarray(quants.dequantize(p.data, p.qtype), np.float32).reshape(-1) for p in parts]
         return self.dev.upload(np.concatenate(values))
@@ -155,8 +161,10 @@ class CUDAOps:
         new_residual = self.alloc(x.shape, np.float32)
         return lin.Normed(x, residual, weight, eps, new_residual), new_residual
 
-    def linear(self, x, weight: QuantLinear, bias=None, act=None):
-        return lin.linear(self, x, weight, bias, act)
+    def linear(self, x, weight: QuantLinear, bias=None, act=None, lora=None):
+        if lora is None:
+            return lin.linear(self, x, weight, bias, act)
+        return low_rank.apply(self, x, lin.linear(self, x, weight, bias), lora, act)
 
     def attention(self, qkv, kv, layer: int, fb: CUDABatch, rope: RopeTables, p: AttentionParams):
         return attn.attention(self, qkv, kv, layer, fb, rope, p)
