@@ -9,7 +9,7 @@ or mis-permuted term fails by four orders of magnitude.
 """
 from __future__ import annotations
 
-import json
+import hashlib
 import subprocess
 import sys
 import time
@@ -37,9 +37,9 @@ def close(ours: np.ndarray, want: np.ndarray) -> bool:
     return np.abs(ours - want).max() <= 1e-4 * max(np.abs(want).max(), 1.0)
 
 
-def app_client(model: str, home: Path, lora: str | None = None) -> TestClient:
+def app_client(model: str, home: Path, lora: str | None = None, resume: bool = False) -> TestClient:
     engine = EngineConfig(model=model, backend="cpu", kv_cache_mb=16, tokenizer_cache=str(home / "tok"), lora=lora)
-    app = create_app(ServerConfig(engine=engine, model_id="tiny", home=home, resume=False))
+    app = create_app(ServerConfig(engine=engine, model_id="tiny", home=home, resume=resume))
     return TestClient(base_url=LOCAL, app=app, client=("127.0.0.1", 1))
 
 
@@ -110,9 +110,7 @@ def test_reload_with_an_adapter_matches_peft_and_rollback_restores_the_base(adap
 
         r = c.post("/admin/reload", json={"adapter": folder})
         assert r.status_code == 200, r.text
-        sha = (Path(folder) / WEIGHTS).read_bytes()
-        import hashlib
-        sha = hashlib.sha256(sha).hexdigest()
+        sha = hashlib.sha256((Path(folder) / WEIGHTS).read_bytes()).hexdigest()
         want = reference_logits(peft_model, ids)
         ours = live(c).prompt_logits(ids)
         assert close(ours, want) and not close(base_logits, want)
@@ -147,6 +145,18 @@ def test_adapter_swapped_then_removed(adapters, tiny_gguf, tmp_path):
         assert c.post("/admin/reload", json={}).status_code == 200             # no adapter: the base alone
         assert np.array_equal(live(c).prompt_logits(ids), base_logits)
         assert c.get("/v1/models").json()["data"][0]["adapter"] is None
+
+
+def test_a_restart_resumes_the_adapter_it_served(adapters, tiny_gguf, tmp_path):
+    with app_client(tiny_gguf("qwen2"), tmp_path) as c:
+        wait_healthy(c)
+        ids = prompt_ids(c)
+        assert c.post("/admin/reload", json={"adapter": adapters["qwen2"][1], "revision": "tuned"}).status_code == 200
+        served = live(c).prompt_logits(ids)
+    with app_client(tiny_gguf("qwen2"), tmp_path, resume=True) as c:
+        health = wait_healthy(c)
+        assert health["revision"] == "tuned" and health["adapter"]["name"] == "lora-qwen2"
+        assert np.array_equal(live(c).prompt_logits(ids), served)
 
 
 REFUSALS = [("lora-truncated", 422, "cannot be read"), ("lora-badjson", 422, "not valid JSON"),
