@@ -83,14 +83,17 @@ class Builder:
         for _ in range(n):
             records.append(t.new_record(rng))
             t.rows.append(records[-1])
-        inserts = [t.insert(records, rng.random() < 0.5)] if n == 1 or rng.random() < 0.6 else \
-            [t.insert([r], rng.random() < 0.5) for r in records]
+        # after a failed INSERT the fix must differ from it: the loop does not run a failed call again
+        wrong_first = wrong_first and n > 1 and not t.created
+        one = (n == 1 or rng.random() < 0.6) and not wrong_first
+        inserts = [t.insert(records, rng.random() < 0.5)] if one else [t.insert([r], rng.random() < 0.5) for r in records]
         calls = [("sql_exec", {"db": t.db, "sql": s}) for s in inserts]
         steps = self.find_table() if t.created else []
         if not t.created:
             create = ("sql_exec", {"db": t.db, "sql": t.create()})
             if wrong_first:
-                steps += [Step([calls[0]], fails=True, train=False), Step([create] + calls)]
+                wrong = ("sql_exec", {"db": t.db, "sql": t.insert(records)})
+                steps += [Step([wrong], fails=True, train=False), Step([create] + calls)]
             elif rng.random() < 0.5:
                 steps += [Step([create] + calls)]
             else:
@@ -283,7 +286,8 @@ class Builder:
         else:
             pref = rng.choice([p for p in self.d.prefs if p not in self.prefs] or self.d.prefs)
             self.prefs.append(pref)
-            text = rng.choice([f"The user prefers {pref}.", f"User preference ({self.d.things}): {pref}."])
+            text = rng.choice([f"Preference: the user prefers {pref}.",
+                               f"User preference ({self.d.things}): the user prefers {pref}."])
             user, want = self.pick(W.NOTE_PREF, pref=pref), [pref]
         args = {"text": text}
         if rng.random() < 0.4:
@@ -343,7 +347,7 @@ class Builder:
         self.where_note = True
         pref = self.rng.choice(self.d.prefs)
         self.prefs.append(pref)
-        text = f"The user prefers {pref}. The {self.d.things} are in {self.where()}; background is in the knowledge base as \"{filed.steps[0].calls[0][1]['source']}\"."
+        text = f"Preference: the user prefers {pref}. The {self.d.things} are in {self.where()}; background is in the knowledge base as \"{filed.steps[0].calls[0][1]['source']}\"."
         calls = [c for s in kept.steps if s.calls for c in s.calls] + filed.steps[0].calls + [("memory_add", {"text": text})]
         if self.rng.random() < 0.5:
             steps = [Step(calls)]

@@ -46,11 +46,11 @@ class Table:
         return [f.name for f in self.domain.fields]
 
     def new_record(self, rng: random.Random) -> dict:
-        """A record whose key no row has yet."""
+        """A record whose key no row has yet (while the pool lasts)."""
         taken = {r[self.domain.key.name] for r in self.rows}
         free = [v for v in self.domain.key.pool if v not in taken]
         record = {f.name: f.draw(rng) for f in self.domain.fields}
-        record[self.domain.key.name] = rng.choice(free)
+        record[self.domain.key.name] = rng.choice(free or self.domain.key.pool)
         return record
 
     def said(self, record: dict) -> str:

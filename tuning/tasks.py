@@ -75,7 +75,7 @@ def mixed(b: Builder) -> list[TurnPlan]:
 
 BLOCKS = {
     "keep": (3, lambda b: not b.table.created, lambda b: b.keep(b.rng.randint(1, 4))),
-    "add": (2, lambda b: b.table.created and len(b.table.rows) < 6 and b.can_sql(), lambda b: b.keep(b.rng.randint(1, 2))),
+    "add": (2, lambda b: b.table.created and len(b.table.rows) < min(6, len(b.d.key.pool) - 2) and b.can_sql(), lambda b: b.keep(b.rng.randint(1, 2))),
     "update": (2, lambda b: b.table.rows and b.can_sql(), lambda b: b.update()),
     "delete": (1, lambda b: len(b.table.rows) >= 2 and b.can_sql(), lambda b: b.delete()),
     "query": (3, lambda b: len(b.table.rows) >= 2 and b.can_sql(), lambda b: b.query()),

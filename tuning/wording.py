@@ -69,7 +69,7 @@ FILE = (
     'Put this into the knowledge base for later: "{passage}"',
     'File this as background text: "{passage}"',
     'Keep this paragraph in the knowledge base, it is reference material: "{passage}"',
-    'store this text so we can search it later -> "{passage}"',
+    'store this text, I will want to search it some day -> "{passage}"',
     'Add to the knowledge base, word for word: "{passage}"',
 )
 SEARCH = (
@@ -85,7 +85,7 @@ NOTE_PREF = (
     "For future conversations, note that I'd rather have {pref}.",
 )
 NOTE_WHERE = (
-    "Leave yourself a memory note saying where the {things} are kept.",
+    "Jot down in your memory where the {things} live now.",
     "Save a note in memory about where you put my {things}, so you can find them next time.",
     "write yourself a reminder (memory) of which database holds the {things}",
 )
