@@ -32,12 +32,8 @@ def shingles(text: str, n: int = SHINGLE) -> set[tuple[str, ...]]:
     return {tuple(w[i:i + n]) for i in range(len(w) - n + 1)}
 
 
-def _leaves(value) -> list[str]:
-    if isinstance(value, dict):
-        return [x for v in value.values() for x in _leaves(v)]
-    if isinstance(value, list):
-        return [x for v in value for x in _leaves(v)]
-    return [] if value is None else [str(value)]
+def _json(value) -> str:
+    return json.dumps(value, ensure_ascii=False)
 
 
 def eval_texts(suites_dir: Path = SUITES_DIR) -> dict[str, str]:
@@ -49,8 +45,8 @@ def eval_texts(suites_dir: Path = SUITES_DIR) -> dict[str, str]:
             where = f"{path.stem}.{turn.get('name')}"
             out[f"{where}.user"] = str(turn.get("user") or "")
             out[f"{where}.gold_answer"] = str(turn.get("gold_answer") or "")
-            for i, leaf in enumerate(_leaves([g.get("arguments") for g in turn.get("gold") or []])):
-                out[f"{where}.gold[{i}]"] = leaf
+            for i, gold in enumerate(turn.get("gold") or []):
+                out[f"{where}.gold[{i}]"] = _json(gold.get("arguments"))
     return out
 
 
@@ -76,14 +72,11 @@ class Fence:
 
 
 def record_texts(record: dict) -> list[str]:
-    """The texts a training record shows the model: every message and the chosen reply."""
-    texts = [m.get("content") or "" for m in record["messages"]]
-    texts += [c["function"]["arguments"] for m in record["messages"] for c in m.get("tool_calls") or []]
-    chosen = record["chosen"]
-    texts.append(chosen.get("content") or "")
-    for c in chosen.get("tool_calls") or []:
-        texts += _leaves(json.loads(c["function"]["arguments"]))
-    return texts
+    """The texts a training record shows the model: every message and the chosen reply, the
+    calls' arguments as JSON (unescaped, so words read as they were written)."""
+    calls = [c for m in record["messages"] for c in m.get("tool_calls") or []] + record["chosen"]["tool_calls"]
+    texts = [m.get("content") or "" for m in record["messages"]] + [record["chosen"]["content"] or ""]
+    return texts + [_json(json.loads(c["function"]["arguments"])) for c in calls]
 
 
 def check(records: list[dict], domains: list[str], fence: Fence | None = None) -> None:
