@@ -274,6 +274,31 @@ class Builder:
         return self.turn(self.pick(W.SEARCH, question=question), [Step([("rag_search", args)]), Step(answer=answer)],
                          "search", expect, [key])
 
+    def documents(self) -> TurnPlan:
+        """What the knowledge base holds, from its own list."""
+        sources = [f[0] for f in self.filed]
+
+        def answer(results):
+            listed = [doc["source"] for d in A.ok_data(results) for doc in d.get("documents", [])]
+            return "The knowledge base holds: " + (", ".join(listed) if listed else "nothing yet") + "."
+        expect = Expect(called=["rag_documents"], not_called=WRITES, answer_contains=sources)
+        return self.turn(self.pick(W.DOCUMENTS), [Step([("rag_documents", {})]), Step(answer=answer)], "documents",
+                         expect, sources)
+
+    def similar(self, others: list[str]) -> TurnPlan:
+        """Which of a few texts is closest in meaning to a question, by the embedding model."""
+        _, passage, question, key = self.background()
+        candidates = others + [passage]
+        self.rng.shuffle(candidates)
+
+        def answer(results):
+            ranked = [r["text"] for d in A.ok_data(results) for r in d.get("results", [])]
+            return f'The closest in meaning is: "{ranked[0]}"' if ranked else "I could not score them."
+        expect = Expect(called=["similarity"], not_called=WRITES, answer_contains=[key])
+        user = self.pick(W.SIMILAR, question=question, options="\n".join(f"- {c}" for c in candidates))
+        return self.turn(user, [Step([("similarity", {"text": question, "candidates": candidates})]),
+                                Step(answer=answer)], "similar", expect, [key])
+
     def note(self, where: bool | None = None) -> TurnPlan:
         """A memory note: where the table is (`where`), or a preference; None: either."""
         rng = self.rng

@@ -41,6 +41,7 @@ def all_in_one(b: Builder) -> list[TurnPlan]:
 
 def knowledge(b: Builder) -> list[TurnPlan]:
     turns = [b.file() for _ in range(b.rng.randint(1, 2))] + [b.search()]
+    turns += [b.rng.choice([b.documents, lambda: b.similar(strangers(b))])()] if b.rng.random() < 0.5 else []
     if b.rng.random() < 0.5:
         b.session_break()
         turns.append(b.search())
@@ -83,6 +84,8 @@ BLOCKS = {
     "from_conversation": (2, lambda b: b.said, lambda b: b.from_conversation()),
     "file": (2, lambda b: len(b.filed) < 2, lambda b: b.file()),
     "search": (2, lambda b: b.filed, lambda b: b.search()),
+    "documents": (1, lambda b: b.filed, lambda b: b.documents()),
+    "similar": (1, lambda b: True, lambda b: b.similar(strangers(b))),
     "note": (2, lambda b: len(b.prefs) < 2 or not b.where_note, lambda b: b.note()),
     "recall": (2, lambda b: b.prefs, lambda b: b.recall()),
     "note_in_message": (1, lambda b: True, lambda b: b.note_in_message()),
@@ -90,6 +93,12 @@ BLOCKS = {
     "small_talk": (1, lambda b: True, lambda b: b.small_talk(closing=b.rng.random() < 0.5)),
     "recall_all": (2, lambda b: b.table.rows and b.filed and b.prefs and b.can_sql(), lambda b: b.recall_all()),
 }
+
+
+def strangers(b: Builder) -> list[str]:
+    """Two background passages of other domains, to set beside one of this domain's."""
+    picked = b.rng.sample([d for d in DOMAINS if d is not b.d], 2)
+    return [Builder(random.Random(b.rng.random()), d).background()[1] for d in picked]
 
 
 def next_turn(b: Builder, allowed: list[str]) -> TurnPlan:

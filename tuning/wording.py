@@ -115,6 +115,15 @@ ALL_IN_ONE = (
     'Three jobs: log {records} in a table; file "{passage}" as background text; remember that I '
     "prefer {pref}. Confirm when done.",
 )
+DOCUMENTS = (
+    "Which texts have you filed in the knowledge base so far?",
+    "list the documents in the knowledge base",
+    "What's in the knowledge base at the moment? Just the names.",
+)
+SIMILAR = (
+    "{question} Which of these texts answers that best?\n{options}",
+    "Rank these by how close they are in meaning to \"{question}\" and give me the best one:\n{options}",
+)
 GREETING = ("Hello!", "hey there", "Good morning, how are things?", "Hi, are you there?", "Evening!")
 THANKS = ("Thanks, that's all for now.", "great, cheers", "Perfect, thank you.", "ok bye for now",
           "That's everything, thanks a lot!")
