@@ -21,6 +21,7 @@ from tuning.plan import Step, TurnPlan
 from tuning.records import Table, fmt, row_text
 
 WRITES = ["sql_exec", "rag_ingest", "memory_add"]
+STOP = {"a", "an", "the", "of", "for", "to", "in", "on", "at", "is", "and", "or", "after", "with", "by", "its"}
 EVERY_STORE = ["sql_exec", "sql_query", "rag_ingest", "rag_search", "memory_add", "memory_search", "memory_read"]
 
 
@@ -104,15 +105,16 @@ class Builder:
         for r in records:
             self.said[r[self.d.key.name]] = dict(r)
         where = self.where()
+        stored = "; ".join(", ".join(fmt(v) for v in r.values()) for r in records)   # now: a later turn may update a row
 
         def answer(results):
             n_rows = A.stored_rows(results)
             made = f"I created {where} and " if created else f"In {where} I "
-            return f"Done. {made}stored {n_rows} row{'s' * (n_rows != 1)}: " + "; ".join(
-                ", ".join(fmt(v) for v in r.values()) for r in records) + "."
+            return f"Done. {made}stored {n_rows} row{'s' * (n_rows != 1)}: {stored}."
         template = W.KEEP if created else W.ADD
         user = self.pick(template, records=self.records_phrase(records))
         expect = Expect(called=["sql_exec"], not_called=["rag_ingest", "memory_add"],
+                        answer_contains=[fmt(v) for r in records for v in r.values()],
                         sql=[SqlExpect(contains=[fmt(v) for v in r.values()], same_row=True) for r in records])
         return self.turn(user, steps + [Step(answer=answer)], "keep" if created else "add", expect)
 
@@ -246,11 +248,11 @@ class Builder:
     def background(self) -> tuple[str, str, str, str]:
         rng = self.rng
         b = rng.choice(self.d.backgrounds)
-        slots = {"k": rng.choice(self.d.key.pool), "n": rng.randint(2, 40), "m": rng.randint(100, 9000),
+        slots = {"k": rng.choice(self.d.subject.pool), "n": rng.randint(2, 40), "m": rng.randint(100, 9000),
                  "p": rng.randint(5, 60)}
         passage, question, key = b.text.format(**slots), b.question.format(**slots), b.key.format(**slots)
-        source = rng.choice([slug(passage), slug(self.d.things, 2) + "-" + slug(question, 3).split("-")[-1],
-                             slug(self.d.name, 2) + "-notes"])
+        source = rng.choice([slug(self.d.name) + "-notes", slug(self.d.things, 1) + "-" + slug(slots["k"]),
+                             "-".join(w for w in slug(passage, 8).split("-") if w not in STOP)[:40].strip("-")])
         return source, passage, question, key
 
     def file(self) -> TurnPlan:

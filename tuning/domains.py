@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +47,7 @@ class Field:
 @dataclass(frozen=True, slots=True)
 class Background:
     """A passage worth filing: its text, a question it answers and the value that shows it did.
-    Slots: {k} a key value of the domain, {n} 2-40, {m} 100-9000, {p} 5-60."""
+    Slots: {k} a value of the domain's subject field, {n} 2-40, {m} 100-9000, {p} 5-60."""
     text: str
     question: str
     key: str
@@ -64,11 +64,15 @@ class Domain:
     measure: str                    # the numeric field to add up and compare
     backgrounds: tuple = ()
     prefs: tuple = ()               # things a user prefers, to remember
-    extra: dict = field(default_factory=dict)
+    topic: str = ""                 # the field whose values background text is about (default: the key)
 
     @property
     def key(self) -> Field:
         return self.fields[0]
+
+    @property
+    def subject(self) -> Field:
+        return self.field(self.topic) if self.topic else self.key
 
     def field(self, name: str) -> Field:
         return next(f for f in self.fields if f.name == name)
@@ -175,7 +179,7 @@ DOMAINS: tuple[Domain, ...] = (
               "When does the clinic want a follow-up after a {k}?", "{n} days"),
             B("The clinic's emergency line answers after hours; night visits add a surcharge of {p} percent.",
               "How much is the night surcharge at the clinic?", "{p} percent")),
-           ("the clinic on Birch Lane", "grain-free food", "morning appointments")),
+           ("the clinic on Birch Lane", "grain-free food", "morning appointments"), topic="reason"),
     Domain("home-repairs", "repairs", ("house", "repairs", "home"), ("repairs", "fixes", "jobs"),
            (F("repair", "text", "leaking tap", "cracked tile", "sticking door", "broken gutter", "loose banister",
               "dripping shower", "faulty socket", "draughty window", "squeaky floorboard"),
@@ -234,7 +238,7 @@ DOMAINS: tuple[Domain, ...] = (
               "What is the house rule for a tie in {k}?", "fewer turns"),
             B("Game night is every {n} days; the host keeps snacks under {m} calories a bowl.",
               "How often is game night?", "{n} days")),
-           ("cooperative games", "playing at Rosa's flat", "games under an hour")),
+           ("cooperative games", "playing at Rosa's flat", "games under an hour"), topic="game"),
     Domain("course-grades", "grades", ("school", "grades", "courses"), ("grades", "marks", "courses"),
            (F("course", "text", "Linear Algebra", "Organic Chemistry", "Microeconomics", "Art History",
               "Statistics II", "Data Structures", "Thermodynamics", "Ethics"),
@@ -266,7 +270,7 @@ DOMAINS: tuple[Domain, ...] = (
               "How long does {k} hold undelivered parcels?", "{n} days"),
             B("Parcels over {n} kg need a second handler and a surcharge of {m} pence.",
               "When does a parcel need a second handler?", "{n} kg")),
-           ("tracked delivery", "drop-off lockers", "collection after 4 pm")),
+           ("tracked delivery", "drop-off lockers", "collection after 4 pm"), topic="carrier"),
     Domain("bird-sightings", "sightings", ("birds", "birding", "sightings"), ("sightings", "birds", "log"),
            (F("species", "text", "kingfisher", "red kite", "goldcrest", "little egret", "nuthatch", "lapwing",
               "barn owl", "stonechat", "curlew", "siskin"),
