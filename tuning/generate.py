@@ -27,6 +27,7 @@ from tools.toolsets import build_registry
 from tuning import disjoint
 from tuning.domains import DOMAINS
 from tuning.play import Outcome, play
+from tuning.plan import Task
 from tuning.tasks import build
 
 
@@ -46,6 +47,29 @@ def stats(outcomes: list[Outcome], seconds: float) -> dict:
             "seconds": round(seconds, 1)}
 
 
+def run_all(plans: list[Task], player: Callable[[Task], Outcome], threads: int,
+            progress: Callable[[int, int], None] | None) -> list[Outcome]:
+    """`player(task)` for every task, `threads` at a time, in the order of `plans`."""
+    outcomes: list[Outcome | None] = [None] * len(plans)
+    with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+        futures = {pool.submit(player, task): i for i, task in enumerate(plans)}
+        for done, future in enumerate(as_completed(futures), 1):
+            outcomes[futures[future]] = future.result()
+            if progress:
+                progress(done, len(plans))
+    return outcomes
+
+
+def write(outcomes: list[Outcome], out: Path) -> None:
+    """The kept steps, once they are shown to stay clear of the evaluation suites' text."""
+    records = [e for o in outcomes if o.kept for e in o.examples]
+    disjoint.check(records, [d.name for d in DOMAINS])
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w") as f:
+        for r in records:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+
+
 def generate(worker_url: str, out: Path, tasks: int, seed: int, progress: Callable[[int, int], None] | None = None,
              threads: int = 8) -> dict:
     """Play `tasks` tasks against the worker at `worker_url` and write the kept steps to `out`;
@@ -55,20 +79,9 @@ def generate(worker_url: str, out: Path, tasks: int, seed: int, progress: Callab
     probe = Probe(worker_url, registry)
     schemas = registry.openai_tools()
     plans = [build(i, seed, schemas) for i in range(tasks)]
-    outcomes: list[Outcome | None] = [None] * tasks
-    with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-        futures = {pool.submit(play, task, registry, probe): i for i, task in enumerate(plans)}
-        for done, future in enumerate(as_completed(futures), 1):
-            outcomes[futures[future]] = future.result()
-            if progress:
-                progress(done, tasks)
+    outcomes = run_all(plans, lambda task: play(task, registry, probe), threads, progress)
     probe.close()
-    records = [e for o in outcomes if o.kept for e in o.examples]
-    disjoint.check(records, [d.name for d in DOMAINS])
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w") as f:
-        for r in records:
-            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    write(outcomes, out)
     return stats(outcomes, time.monotonic() - start)
 
 

@@ -1,5 +1,6 @@
 """The oracle: a model with ChatModel's `complete` that plays a turn's gold steps, and keeps
-every request the agent loop sent with the reply it gave. The loop builds the prompts
+every request the agent loop sent with the reply it gave (Recorder keeps them for a served
+model instead). The loop builds the prompts
 exactly as it does for the served model (system prompt, strict tools, earlier turns, tool
 results), so what is recorded is what the served model will see.
 
@@ -28,8 +29,8 @@ class Exchange:
     tools: list[dict]
     tool_choice: str | dict
     reply: Reply
-    step: Step
     turn: int
+    train: bool = True             # a step to learn from
 
 
 def turn_results(messages: list[dict]) -> list[dict]:
@@ -49,10 +50,6 @@ class Oracle:
         """The next turn's gold steps."""
         self.steps, self.at, self.turn = steps, 0, self.turn + 1
 
-    @property
-    def finished(self) -> bool:
-        return self.at == len(self.steps)
-
     def complete(self, messages: list[dict], tools: list[dict] | None = None, tool_choice: str | dict = "auto",
                  max_tokens: int = 256, temperature: float = 0.0, seed: int | None = None, parallel: bool = True,
                  text_regex: str | None = None) -> Reply:
@@ -69,5 +66,27 @@ class Oracle:
         else:
             reply = Reply(step.answer(turn_results(messages)), [], "stop")
         self.exchanges.append(Exchange(copy.deepcopy(messages), copy.deepcopy(tools or []), tool_choice, reply,
-                                       step, self.turn))
+                                       self.turn, step.train))
+        return reply
+
+
+class Recorder:
+    """A served model (agents.model.ChatModel) whose requests and replies are kept, for runs of
+    the stack itself: the steps of its turns that pass their checks are gold too."""
+
+    def __init__(self, model):
+        self.model = model
+        self.turn = -1
+        self.exchanges: list[Exchange] = []
+
+    def play(self, steps: list[Step]) -> None:
+        """The next turn (the model finds its own steps)."""
+        self.turn += 1
+
+    def complete(self, messages: list[dict], tools: list[dict] | None = None, tool_choice: str | dict = "auto",
+                 max_tokens: int = 256, temperature: float = 0.0, seed: int | None = None, parallel: bool = True,
+                 text_regex: str | None = None) -> Reply:
+        reply = self.model.complete(messages, tools, tool_choice, max_tokens, temperature, seed, parallel, text_regex)
+        self.exchanges.append(Exchange(copy.deepcopy(messages), copy.deepcopy(tools or []), tool_choice, reply,
+                                       self.turn))
         return reply
