@@ -1,0 +1,116 @@
+"""Generated trajectories against a real worker: the tasks pass their checks, spoiled gold
+work fails them, and every written step is the request the agent loop sent with a reply that
+calls offered tools with arguments their schemas accept."""
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+
+import jsonschema
+import pytest
+
+from agents.checks import Probe
+from tools.context import ToolContext
+from tools.toolsets import build_registry
+from tuning.generate import generate
+from tuning.play import play
+from tuning.plan import Step
+from tuning.tasks import build
+
+SEED, TASKS = 11, 16
+
+
+@pytest.fixture(scope="module")
+def generated(worker_url, tmp_path_factory):
+    out = tmp_path_factory.mktemp("gen") / "steps.jsonl"
+    seen = []
+    stats = generate(worker_url, out, TASKS, SEED, progress=lambda done, total: seen.append((done, total)), threads=4)
+    return stats, [json.loads(line) for line in out.read_text().splitlines()], seen
+
+
+@pytest.fixture
+def shared(worker_url):
+    registry = build_registry(ToolContext(worker_url=worker_url))
+    probe = Probe(worker_url, registry)
+    yield registry, probe
+    probe.close()
+
+
+def test_every_generated_task_passes_its_checks(generated):
+    stats, records, seen = generated
+    assert stats["tasks"] == TASKS and stats["kept"] == TASKS, stats["dropped"]
+    assert stats["examples"] == len(records) > TASKS * 3
+    assert seen[-1] == (TASKS, TASKS)
+    kinds = Counter(r["kind"] for r in records)
+    assert kinds["call"] and kinds["answer"]
+    assert len({r["domain"] for r in records}) >= 5 and len({r["turn_kind"] for r in records}) >= 8
+
+
+def test_records_are_the_requests_the_loop_sent_and_calls_fit_the_offer(generated):
+    _, records, _ = generated
+    by_task: dict[str, list[dict]] = {}
+    for r in records:
+        by_task.setdefault(r["task"], []).append(r)
+        assert r["messages"][0]["role"] == "system" and r["messages"][-1]["role"] in ("user", "tool")
+        assert all(t["function"].get("strict") is True for t in r["tools"])
+        schemas = {t["function"]["name"]: t["function"]["parameters"] for t in r["tools"]}
+        chosen = r["chosen"]
+        assert chosen["role"] == "assistant" and (chosen["tool_calls"] or chosen["content"])
+        for c in chosen["tool_calls"]:
+            assert c["function"]["name"] in schemas, (r["id"], c)
+            jsonschema.validate(json.loads(c["function"]["arguments"]), schemas[c["function"]["name"]])
+    # Within a turn, the next request is this one, the chosen reply and its results: the reply
+    # the record says was given is the one the loop carried on from.
+    followed = 0
+    for steps in by_task.values():
+        for a, b in zip(steps, steps[1:]):
+            n = len(a["messages"])
+            if a["chosen"]["tool_calls"] and b["messages"][:n] == a["messages"]:
+                sent = b["messages"][n]
+                assert sent["role"] == "assistant" and sent["tool_calls"] == a["chosen"]["tool_calls"]
+                ids = [m["tool_call_id"] for m in b["messages"][n + 1:] if m["role"] == "tool"]
+                assert ids[:len(a["chosen"]["tool_calls"])] == [c["id"] for c in a["chosen"]["tool_calls"]]
+                followed += 1
+    assert followed >= TASKS
+
+
+def _task_with(kind: str, schemas: list[dict]):
+    for i in range(200):
+        task = build(i, SEED, schemas)
+        for t in task.turns:
+            if t.kind == kind and not t.faults and not any(s.fails for s in t.steps):
+                return task, t
+    raise AssertionError(f"no {kind} turn in 200 tasks")
+
+
+def test_a_task_plays_and_its_checks_pass(shared):
+    registry, probe = shared
+    task, _ = _task_with("keep", registry.openai_tools())
+    outcome = play(task, registry, probe)
+    assert outcome.kept, outcome.problems
+
+
+SPOILED = {"keep": "sql:", "file": "rag top-", "note": "memory note saved", "query": "answer contains",
+           "lookup": "answer contains"}
+
+
+@pytest.mark.parametrize("kind", list(SPOILED))
+def test_spoiled_gold_work_fails_the_store_checks(shared, kind):
+    """The gold calls still succeed, but the last one stores another value (or the answer leaves
+    the values out): the checks on the stores and the answer catch it."""
+    registry, probe = shared
+    task, turn = _task_with(kind, registry.openai_tools())
+    last = max(i for i, s in enumerate(turn.steps) if s.calls)
+    name, args = turn.steps[last].calls[-1]
+    if kind in ("query", "lookup"):
+        turn.steps[-1] = Step(answer=lambda results: "I checked, it is all fine.")
+    elif kind == "keep":
+        key = turn.expect.sql[-1].contains[0]
+        turn.steps[last].calls[-1] = (name, {**args, "sql": args["sql"].replace(f"'{key}'", "'spoiled'")})
+    else:
+        turn.steps[last].calls[-1] = (name, {**args, "text": "Something unrelated entirely."})
+    outcome = play(task, registry, probe)
+    assert not outcome.kept
+    assert any(SPOILED[kind] in p for p in outcome.problems), outcome.problems
+    assert not any(re.match(r"t\d+\.\d+: ", p) for p in outcome.problems), outcome.problems    # no call failed

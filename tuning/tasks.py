@@ -1,0 +1,147 @@
+"""Tasks: a domain, a workflow of turns built by blocks.py, faults planned on some turns,
+the tools each turn offers and the system prompt. `build(index, seed, schemas)` is
+deterministic in (index, seed): the same command writes the same file."""
+from __future__ import annotations
+
+import random
+
+from agents.suite import Fault
+from tuning.blocks import Builder
+from tuning.domains import DOMAINS
+from tuning.offer import Offer, system_prompt
+from tuning.plan import Step, Task, TurnPlan
+
+ERRORS = ("503 from the worker: service temporarily unavailable", "the worker timed out after 120 s",
+          "connection reset by peer", "429 from the worker: too many requests, try again shortly")
+
+
+def records(b: Builder) -> list[TurnPlan]:
+    rng = b.rng
+    turns = [b.small_talk()] if rng.random() < 0.3 else []
+    turns.append(b.keep(rng.randint(2, 4)))
+    for _ in range(rng.randint(2, 7)):
+        turns.append(next_turn(b, ["add", "update", "delete", "query", "lookup", "from_conversation", "irrelevant"]))
+    return turns + ([b.small_talk(closing=True)] if rng.random() < 0.4 else [])
+
+
+def persistence(b: Builder) -> list[TurnPlan]:
+    turns = [b.keep(b.rng.randint(2, 3)), b.file(), b.note(where=True), b.note(where=False)]
+    b.session_break()
+    turns.append(b.recall_all())
+    return turns + ([b.search()] if b.rng.random() < 0.4 else [])
+
+
+def all_in_one(b: Builder) -> list[TurnPlan]:
+    turns = [b.all_in_one()]
+    if b.rng.random() < 0.5:
+        b.session_break()
+        turns.append(b.recall_all())
+    return turns
+
+
+def knowledge(b: Builder) -> list[TurnPlan]:
+    turns = [b.file() for _ in range(b.rng.randint(1, 2))] + [b.search()]
+    turns += [b.rng.choice([b.documents, lambda: b.similar(strangers(b))])()] if b.rng.random() < 0.5 else []
+    if b.rng.random() < 0.5:
+        b.session_break()
+        turns.append(b.search())
+    return turns + ([b.irrelevant()] if b.rng.random() < 0.3 else [])
+
+
+def memory(b: Builder) -> list[TurnPlan]:
+    turns = [b.note(where=False)] + ([b.small_talk(closing=True)] if b.rng.random() < 0.5 else [])
+    b.session_break()
+    return turns + [b.recall(), b.note_in_message()]
+
+
+def chat(b: Builder) -> list[TurnPlan]:
+    rng = b.rng
+    turns = [b.small_talk()] + [rng.choice([b.irrelevant, b.note_in_message])() for _ in range(rng.randint(1, 3))]
+    return turns + ([b.small_talk(closing=True)] if rng.random() < 0.5 else [])
+
+
+def recovery(b: Builder) -> list[TurnPlan]:
+    turns = [b.keep(b.rng.randint(2, 3), wrong_first=b.rng.random() < 0.5)]
+    return turns + [next_turn(b, ["query", "lookup", "add", "update"]) for _ in range(b.rng.randint(1, 3))]
+
+
+def mixed(b: Builder) -> list[TurnPlan]:
+    turns = []
+    for i in range(b.rng.randint(3, 10)):
+        if i and b.rng.random() < 0.12:
+            b.session_break()
+        turns.append(next_turn(b, list(BLOCKS)))
+    return turns
+
+
+BLOCKS = {
+    "keep": (3, lambda b: not b.table.created, lambda b: b.keep(b.rng.randint(1, 4))),
+    "add": (2, lambda b: b.table.created and len(b.table.rows) < min(6, len(b.d.key.pool) - 2) and b.can_sql(), lambda b: b.keep(b.rng.randint(1, 2))),
+    "update": (2, lambda b: b.table.rows and b.can_sql(), lambda b: b.update()),
+    "delete": (1, lambda b: len(b.table.rows) >= 2 and b.can_sql(), lambda b: b.delete()),
+    "query": (3, lambda b: len(b.table.rows) >= 2 and b.can_sql(), lambda b: b.query()),
+    "lookup": (3, lambda b: b.table.rows and b.can_sql(), lambda b: b.lookup()),
+    "from_conversation": (2, lambda b: b.said, lambda b: b.from_conversation()),
+    "file": (2, lambda b: len(b.filed) < 2, lambda b: b.file()),
+    "search": (2, lambda b: b.filed, lambda b: b.search()),
+    "documents": (1, lambda b: b.filed, lambda b: b.documents()),
+    "similar": (1, lambda b: True, lambda b: b.similar(strangers(b))),
+    "note": (2, lambda b: len(b.prefs) < 2 or not b.where_note, lambda b: b.note()),
+    "recall": (2, lambda b: b.prefs, lambda b: b.recall()),
+    "note_in_message": (1, lambda b: True, lambda b: b.note_in_message()),
+    "irrelevant": (1, lambda b: True, lambda b: b.irrelevant()),
+    "small_talk": (1, lambda b: True, lambda b: b.small_talk(closing=b.rng.random() < 0.5)),
+    "recall_all": (2, lambda b: b.table.rows and b.filed and b.prefs and b.can_sql(), lambda b: b.recall_all()),
+}
+
+
+def strangers(b: Builder) -> list[str]:
+    """Two background passages of other domains, to set beside one of this domain's."""
+    picked = b.rng.sample([d for d in DOMAINS if d is not b.d], 2)
+    return [Builder(random.Random(b.rng.random()), d).background()[1] for d in picked]
+
+
+def next_turn(b: Builder, allowed: list[str]) -> TurnPlan:
+    """A random block among `allowed` whose preconditions hold (a query that cannot be asked
+    unambiguously, a tie for the largest value, is drawn again)."""
+    while True:
+        ready = [n for n in allowed if BLOCKS[n][1](b)] or ["irrelevant"]
+        name = b.rng.choices(ready, [BLOCKS[n][0] for n in ready])[0]
+        turn = BLOCKS[name][2](b)
+        if turn is not None:
+            return turn
+
+
+FLOWS = {"records": (4, records), "persistence": (2, persistence), "all_in_one": (1, all_in_one),
+         "knowledge": (1, knowledge), "memory": (1, memory), "chat": (1, chat), "recovery": (2, recovery),
+         "mixed": (4, mixed)}
+
+
+def add_fault(turn: TurnPlan, name: str, rng: random.Random) -> bool:
+    """A retryable failure of the turn's first call, outlasting the loop's own retry, so the
+    model sees it and makes the call again."""
+    i = next((i for i, s in enumerate(turn.steps) if s.calls), None)
+    if i is None or turn.steps[i].fails:
+        return False
+    step = turn.steps[i]
+    tool = step.calls[0][0]
+    turn.faults.append(Fault(tool=tool, turn=name, error=rng.choice(ERRORS), times=2, retryable=True))
+    turn.steps[i:i + 1] = [Step(list(step.calls), fails=True), step]
+    turn.expect.recovered.append(tool)
+    return True
+
+
+def build(index: int, seed: int, schemas: list[dict]) -> Task:
+    rng = random.Random(f"{seed}:{index}")
+    domain = rng.choice(DOMAINS)
+    workflow = rng.choices(list(FLOWS), [w for w, _ in FLOWS.values()])[0]
+    b = Builder(rng, domain)
+    turns = FLOWS[workflow][1](b)
+    fault_rate = 0.5 if workflow == "recovery" else 0.06
+    for i, turn in enumerate(turns):
+        if rng.random() < fault_rate:
+            add_fault(turn, f"t{i}", rng)
+    offer = Offer(rng, schemas, set().union(*(t.needs for t in turns)))
+    for t in turns:
+        t.tools = offer.tools(t.needs)
+    return Task(f"{seed}-{index}", domain.name, workflow, turns, system_prompt(rng), f"g{seed}x{index}")

@@ -1,0 +1,156 @@
+"""How users word each intent: several phrasings in different registers, filled from a
+record's values, with an occasional typo in the template's own words (never in a value).
+None of this text comes from the evaluation suites; disjoint.py checks every run."""
+from __future__ import annotations
+
+import random
+import re
+
+KEEP = (
+    "{records}. Please store these so I can query them later.",
+    "can you log these {things} for me: {records}",
+    "Start a record of my {things}. So far: {records}.",
+    "I want a proper table of {things}. Entries: {records}.",
+    "{records} -- save all of that as {things} records, thanks",
+    "Track my {things} in a database please. First entries: {records}.",
+    "Here are some {things} worth keeping: {records}. File them as rows, not as notes.",
+    "Note down these {things} in sqlite: {records}",
+)
+ADD = (
+    "Another one: {records}. Add it to the list.",
+    "add {records} too",
+    "One more for the {things}: {records}.",
+    "Please also record {records}.",
+    "Put this in with the others: {records}.",
+)
+UPDATE = (
+    "Correction: the {field} for {key} should be {new}, not {old}. Update it.",
+    "I got {key} wrong, the {field} is actually {new}. fix it pls",
+    "Change the {field} of {key} to {new}.",
+    "Small mistake earlier: {key} has {field} {new} (I said {old}). Please correct the record.",
+)
+DELETE = (
+    "Remove {key} from the {things}, that entry was a mistake.",
+    "delete the {key} record please",
+    "Take {key} off the list of {things}.",
+    "Scratch {key}, it shouldn't be stored.",
+)
+QUERY = {
+    "sum": ("What is the total {measure} over all the {things} you stored?",
+            "add up the {measure} of every entry, what do you get",
+            "Sum the {measure} across my {things}, please."),
+    "count": ("How many {things} are stored now?",
+              "count the {things} in the table for me",
+              "How many entries do my {things} have at this point?"),
+    "max": ("Which entry has the highest {measure}? Use the stored {things}.",
+            "Find the {things} record with the largest {measure}.",
+            "what's the top {measure} among the {things} in the database"),
+    "min": ("Which of the stored {things} has the lowest {measure}?",
+            "Look for the smallest {measure} in my {things}.",),
+    "avg": ("What's the average {measure} across the {things} in the table?",
+            "Compute the mean {measure} of my stored {things}."),
+    "above": ("Which {things} have a {measure} above {threshold}? Query the table.",
+              "list the entries with {measure} over {threshold}"),
+}
+LOOKUP = (
+    "Check the database again: what is the {field} of {key}?",
+    "Look it up in the table once more please -- the {field} for {key}?",
+    "Can you query the stored {things} and tell me the {field} of {key}? I want the stored value, not your memory.",
+    "double-check in sqlite: {key}, what {field}?",
+    "Please verify against the records what {field} {key} has.",
+)
+FROM_CONVERSATION = (
+    "Remind me, what {field} did I give for {key}?",
+    "Quick one: the {field} of {key} was what?",
+    "What {field} did I say {key} had?",
+    "sorry, what was {key}'s {field}?",
+)
+FILE = (
+    'Put this into the knowledge base for later: "{passage}"',
+    'File this as background text: "{passage}"',
+    'Keep this paragraph in the knowledge base, it is reference material: "{passage}"',
+    'store this text, I will want to search it some day -> "{passage}"',
+    'Add to the knowledge base, word for word: "{passage}"',
+)
+SEARCH = (
+    "{question} Search the knowledge base.",
+    "Look in the knowledge base: {question}",
+    "{question} It should be in the text I filed.",
+    "search the docs you stored -- {question}",
+)
+NOTE_PREF = (
+    "Remember for next time that I prefer {pref}.",
+    "Make a memory note: I like {pref}.",
+    "please save to your memory that I prefer {pref}",
+    "For future conversations, note that I'd rather have {pref}.",
+)
+NOTE_WHERE = (
+    "Jot down in your memory where the {things} live now.",
+    "Save a note in memory about where you put my {things}, so you can find them next time.",
+    "write yourself a reminder (memory) of which database holds the {things}",
+)
+RECALL_PREF = (
+    "What did I tell you I prefer? Check your notes.",
+    "Do you have a note about my preferences? Look in memory.",
+    "search your memory: which preference did I mention?",
+)
+RECALL_WHERE = (
+    "Where did you keep my {things}? Look at your memory notes.",
+    "New day. Check your notes: which database did you use for the {things}?",
+)
+NOTE_IN_MESSAGE = (
+    'My note says: "{fact}" Going by that note, {question}',
+    'From my own notes: "{fact}" -- so {question}',
+    'Here is what I wrote down: "{fact}" Based on this, {question}',
+)
+RECALL_ALL = (
+    "Pull it together: the {field} of {key} from the table, what the knowledge base says about this: "
+    "{question} and what your memory note says. Tell me where each answer came from.",
+    "Three things, and say which store each came from: {key}'s {field} (database), {question} "
+    "(knowledge base), and my preference (memory).",
+)
+ALL_IN_ONE = (
+    "Do it all at once: store {records} as {things} rows, put this text in the knowledge base "
+    '("{passage}"), and write a memory note that I prefer {pref}. Then briefly say what you stored.',
+    'Three jobs: log {records} in a table; file "{passage}" as background text; remember that I '
+    "prefer {pref}. Confirm when done.",
+)
+DOCUMENTS = (
+    "Which texts have you filed in the knowledge base so far?",
+    "list the documents in the knowledge base",
+    "What's in the knowledge base at the moment? Just the names.",
+)
+SIMILAR = (
+    "{question} Which of these texts answers that best?\n{options}",
+    "Rank these by how close they are in meaning to \"{question}\" and give me the best one:\n{options}",
+)
+GREETING = ("Hello!", "hey there", "Good morning, how are things?", "Hi, are you there?", "Evening!")
+THANKS = ("Thanks, that's all for now.", "great, cheers", "Perfect, thank you.", "ok bye for now",
+          "That's everything, thanks a lot!")
+IRRELEVANT = {
+    "multiply": ("What is {a} times {b}?", "quick maths: {a} x {b}?", "Multiply {a} by {b} for me."),
+    "add": ("What's {a} plus {b}?", "add {a} and {b}"),
+    "reverse": ("Spell the word '{word}' backwards.", "reverse the letters of {word}"),
+    "celsius": ("How much is {a} degrees Celsius in Fahrenheit?", "convert {a} C to F"),
+    "count": ("How many letters are in the word '{word}'?", "count the letters in {word}"),
+}
+WORDS = ("harbour", "lantern", "meadow", "circuit", "granite", "velvet", "orchard", "compass", "thimble")
+
+
+def typo(rng: random.Random, template: str) -> str:
+    """The template with two adjacent letters of one of its own words swapped (never inside a
+    {slot}, so the values stay exact)."""
+    words = [m for m in re.finditer(r"(?<![{\w])[a-z]{5,}(?![\w}])", template)]
+    if not words:
+        return template
+    m = rng.choice(words)
+    i = rng.randrange(1, len(m.group()) - 2)
+    w = m.group()
+    return template[:m.start()] + w[:i] + w[i + 1] + w[i] + w[i + 2:] + template[m.end():]
+
+
+def pick(rng: random.Random, templates, typo_rate: float = 0.08, **slots) -> str:
+    template = rng.choice(templates)
+    if rng.random() < typo_rate:
+        template = typo(rng, template)
+    return template.format(**slots)
