@@ -85,3 +85,24 @@ def build(tokenizer, records: list[dict], max_length: int) -> tuple[list[Example
             examples.append(ex)
     return examples, {"records": len(records), "examples": len(examples), "dropped_too_long": too_long,
                       "max_length": max_length}
+
+
+def preference_pairs(tokenizer, records: list[dict], max_length: int) -> tuple[list, int]:
+    """(pairs as text for TRL's ORPO trainer, steps dropped): the served prompt text and each
+    reply's completion text (decoded from its tokens, end-of-turn token included). Steps
+    without a rejected reply, over `max_length` or whose replies render the same are dropped."""
+    from training.dataset import PreferencePair
+
+    pairs, dropped = [], 0
+    for record in records:
+        if not record.get("rejected"):
+            dropped += 1
+            continue
+        ex = to_example(tokenizer, record)
+        if len(ex) > max_length or ex.completion_ids == ex.rejected_ids:
+            dropped += 1
+            continue
+        text = lambda ids: tokenizer.decode(ids, skip_special=False)   # noqa: E731
+        pairs.append(PreferencePair(f"step {ex.id}", render(tokenizer, record), text(ex.completion_ids),
+                                    text(ex.rejected_ids)))
+    return pairs, dropped
