@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-from peft import PeftModel
+if TYPE_CHECKING:                       # adapter_label needs neither torch nor peft (benchmarks use it)
+    from peft import PeftModel
 
 WEIGHTS = "adapter_model.safetensors"
 CONFIG = "adapter_config.json"
@@ -43,6 +44,8 @@ def adapter_label(adapter_dir: str | Path) -> str:
 def merged_gguf(model: PeftModel, base_gguf: str | Path, target: str | Path, export_type: str = "q8_0") -> Path:
     """The adapter merged into the base weights, written as a GGUF shaped like `base_gguf`.
     Merging changes `model`'s base weights: save the adapter first."""
+    import torch
+
     from training.export import export_gguf
 
     dense = model.merge_and_unload().to("cpu", torch.float32)
