@@ -11,7 +11,8 @@ skips the suites whose record at this commit is there. Full reports and transcri
 
     python benchmarks/agent_suite.py --models qwen2.5-coder-0.5b --parallel 5           # CPU
     python benchmarks/agent_suite.py --backend cuda --parallel 10 --resume               # GPU
-    python benchmarks/agent_suite.py --models path/to/tuned.gguf --adapter orion-orpo    # a fine-tune
+    python benchmarks/agent_suite.py --models path/to/tuned.gguf --adapter orion-orpo    # a merged fine-tune
+    python benchmarks/agent_suite.py --models qwen2.5-coder-0.5b --lora OUT/adapter       # base + LoRA adapter
 """
 from __future__ import annotations
 
@@ -103,12 +104,13 @@ def run_model(model: str, args, data: dict, save) -> None:
     todo = [s for s in args.suites if not (args.resume and done(s))]
     if not todo:
         return
-    home = args.home / short(model) / args.backend
+    home = args.home / short(model) / args.backend / (args.adapter.split("@")[0] if args.adapter else "base")
     shutil.rmtree(home, ignore_errors=True)
     env = {"OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
     settings = Settings(home=home, model=str(catalog.resolve(model, args.models_home)), backend=args.backend,
                         runtime_port=free_port(), worker_port=free_port(), mcp_port=free_port())
-    with Stack(settings, attach=False, env=env, runtime_args=["--kv-cache-mb", str(args.kv_cache_mb)]) as stack:
+    lora = ["--lora", str(args.lora)] if args.lora else []
+    with Stack(settings, attach=False, env=env, runtime_args=["--kv-cache-mb", str(args.kv_cache_mb), *lora]) as stack:
         registry = build_registry(ToolContext.from_settings(settings))
         probe = Probe(stack.urls.worker, registry)
         for suite_name in todo:
@@ -151,7 +153,7 @@ def plot(records: list[dict], path: Path) -> None:
         ys = [j + i * height for j in range(len(suites))]
         cells = [latest.get((s, model, backend, adapter)) for s in suites]
         rates = [c["pass_rate"] if c else 0.0 for c in cells]
-        label = f"{short(model)} {backend}" + (f" + {adapter}" if adapter else "")
+        label = f"{short(model)} {backend}" + (f" + {adapter.split('@')[0]}" if adapter else "")
         ax.barh(ys, rates, height=height, label=label)
         for y, c in zip(ys, cells):
             if c:
@@ -171,6 +173,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", nargs="+", default=MODELS, help="known model names or GGUF paths")
     p.add_argument("--adapter", help="name of the fine-tune the model carries (recorded; null: the base model)")
+    p.add_argument("--lora", type=Path, help="serve the models with this PEFT LoRA adapter directory "
+                                            "(recorded as adapter: its name@sha256 unless --adapter names it)")
     p.add_argument("--backend", choices=["cpu", "cuda"], default="cpu", help="the runtime's backend")
     p.add_argument("--suites", nargs="+", default=names(), help="suite names (default: the whole library)")
     p.add_argument("--seeds", type=int, default=10)
@@ -187,6 +191,9 @@ def main(argv=None) -> int:
     if unknown:
         p.error(f"unknown suites {sorted(unknown)}; known: {', '.join(names())}")
     args.seed_list = list(range(args.seeds))
+    if args.lora:
+        from training.adapter import adapter_label
+        args.adapter = args.adapter or adapter_label(args.lora)
     old = json.loads(args.out.read_text()) if args.out.exists() else {}
     data = {"records": old.get("records", [])}          # a file of the old per-cell format starts afresh
     args.commit = head_commit()

@@ -9,7 +9,7 @@ import sys
 
 from samevm.settings import Settings
 
-COMMANDS = ["models", "chat", "serve", "worker", "up", "status", "suite", "mcp", "hermes", "ingest", "search", "train", "console"]
+COMMANDS = ["models", "chat", "serve", "worker", "up", "status", "suite", "mcp", "hermes", "ingest", "search", "train", "tune", "console"]
 
 
 def build_parser() -> argparse.ArgumentParser:

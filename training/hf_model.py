@@ -40,6 +40,13 @@ def load_tokenizer(gguf_path: str | Path, cache_dir: str | Path | None = None):
     return tok
 
 
+def pick_device(wanted: str) -> str:
+    """"auto" -> cuda when a GPU answers, else cpu; "cuda" without one is refused."""
+    if wanted == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' was asked for but no CUDA GPU is available")
+    return "cuda" if wanted == "auto" and torch.cuda.is_available() else ("cpu" if wanted == "auto" else wanted)
+
+
 def load_model(gguf_path: str | Path, dtype: torch.dtype = torch.float32) -> PreTrainedModel:
     """Dense HF model of `gguf_path`; ModelLoadError when the file is not a model we serve."""
     path = Path(gguf_path)

@@ -1,4 +1,6 @@
-"""ORPO with LoRA through TRL and PEFT: train on preference pairs, merge, return a dense model.
+"""ORPO with LoRA through TRL and PEFT: train on preference pairs, return the model with the
+adapter merged (a dense model, for export) or unmerged (a PeftModel, to save as an adapter).
+Given a PeftModel (the adapter of an SFT run), ORPO goes on training that adapter.
 
 TRL's experimental ORPOTrainer does tokenisation, batching and the forward pass; its odds
 ratio term comes from our pure training.loss.orpo_loss. The same pairs are scored before
@@ -16,7 +18,7 @@ from dataclasses import dataclass, field
 
 import torch
 from datasets import Dataset
-from peft import LoraConfig
+from peft import LoraConfig, PeftModel
 from transformers import PreTrainedModel, TrainerCallback
 from transformers.trainer_callback import PrinterCallback
 
@@ -26,6 +28,7 @@ with warnings.catch_warnings():
     from trl.experimental.orpo import ORPOConfig, ORPOTrainer
 
 from training.dataset import PreferencePair, check_lengths
+from training.hf_model import pick_device
 from training.loss import orpo_loss
 from training.params import OrpoParams
 
@@ -81,15 +84,9 @@ class ProgressCallback(TrainerCallback):
 
 @dataclass
 class TrainResult:
-    model: PreTrainedModel                 # LoRA merged into the weights, on the CPU, float32
+    model: PreTrainedModel                 # on the CPU, float32: LoRA merged, or a PeftModel (merge=False)
     metrics: dict
     history: list[dict] = field(default_factory=list)
-
-
-def pick_device(wanted: str) -> str:
-    if wanted == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device 'cuda' was asked for but no CUDA GPU is available")
-    return "cuda" if wanted == "auto" and torch.cuda.is_available() else ("cpu" if wanted == "auto" else wanted)
 
 
 def _scores(trainer: OrpoTrainer) -> dict:
@@ -98,9 +95,10 @@ def _scores(trainer: OrpoTrainer) -> dict:
             "accuracy": m["eval_rewards/accuracies"], "nll": m["eval_nll_loss"]}
 
 
-def train_orpo(model: PreTrainedModel, tokenizer, pairs: list[PreferencePair], params: OrpoParams,
-               on_progress: Progress | None = None) -> TrainResult:
-    """A LoRA adapter trained with ORPO on `pairs`, merged into `model`."""
+def train_orpo(model: PreTrainedModel | PeftModel, tokenizer, pairs: list[PreferencePair], params: OrpoParams,
+               on_progress: Progress | None = None, merge: bool = True) -> TrainResult:
+    """A LoRA adapter trained with ORPO on `pairs` (a new one, or the PeftModel's own),
+    merged into `model` unless merge=False."""
     check_lengths(pairs, tokenizer, params.max_length)
     device = pick_device(params.device)
     data = Dataset.from_list([p.row() for p in pairs])
@@ -123,7 +121,8 @@ def train_orpo(model: PreTrainedModel, tokenizer, pairs: list[PreferencePair], p
                 on_progress(event)
 
         trainer = OrpoTrainer(model=model, args=args, train_dataset=data, eval_dataset=data,
-                              processing_class=tokenizer, peft_config=lora,
+                              processing_class=tokenizer,
+                              peft_config=None if isinstance(model, PeftModel) else lora,
                               callbacks=[ProgressCallback(record)])
         trainer.remove_callback(PrinterCallback)      # progress goes through `record`, not print()
         before = _scores(trainer)
@@ -131,10 +130,11 @@ def train_orpo(model: PreTrainedModel, tokenizer, pairs: list[PreferencePair], p
         trainer.train()
         seconds = time.monotonic() - t0
         after = _scores(trainer)
-    merged = trainer.model.merge_and_unload().to("cpu", torch.float32)
+    trained = trainer.model.merge_and_unload() if merge else trainer.model
+    trained = trained.to("cpu", torch.float32)
     metrics = {"before": before, "after": after, "train_seconds": round(seconds, 2), "device": device,
                "steps": trainer.state.global_step, "examples": len(pairs),
                "final_loss": history[-1]["loss"] if history else None}
     log.info("ORPO: %d steps on %s in %.1f s; reward margin %.4f -> %.4f", metrics["steps"], device,
              seconds, before["reward_margin"], after["reward_margin"])
-    return TrainResult(merged, metrics, history)
+    return TrainResult(trained, metrics, history)

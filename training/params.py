@@ -50,3 +50,29 @@ class OrpoParams(BaseModel):
         if self.warmup_steps >= self.max_steps and self.max_steps > 1:
             raise ValueError(f"warmup_steps ({self.warmup_steps}) must be below max_steps ({self.max_steps})")
         return self
+
+
+class SftParams(BaseModel):
+    """LoRA SFT on agent steps (training/sft.py). lr 2e-4 and r 16 / alpha 32 on every
+    projection are the usual LoRA settings for 0.5B-1.5B models; the steps come from the
+    data (`epochs` passes over it) unless `max_steps` is given."""
+    model_config = ConfigDict(extra="forbid")
+
+    learning_rate: float = Field(2e-4, gt=0, le=1e-2)
+    epochs: float = Field(2.0, gt=0, le=100)
+    max_steps: int | None = Field(None, ge=1, le=1_000_000, description="overrides epochs")
+    batch_size: int = Field(4, ge=1, le=256)
+    gradient_accumulation_steps: int = Field(1, ge=1, le=256)
+    warmup_steps: int = Field(5, ge=0, le=100_000)
+    weight_decay: float = Field(0.0, ge=0, le=1)
+    max_grad_norm: float = Field(1.0, gt=0)
+    max_length: int = Field(4096, ge=16, le=32_768, description="prompt + completion tokens; longer steps are dropped")
+    lora_r: int = Field(16, ge=1, le=512)
+    lora_alpha: int = Field(32, ge=1, le=4096)
+    lora_dropout: float = Field(0.0, ge=0, lt=1)
+    target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+        min_length=1)
+    eval_every: int = Field(10, ge=1, description="optimizer steps between losses on the held-out steps")
+    seed: int = Field(0, ge=0, le=2**32 - 1)
+    device: Literal["auto", "cpu", "cuda"] = "auto"

@@ -78,6 +78,11 @@ def render(engine: LLMEngine, messages: list[dict], tools: list[dict] | None,
                        param="messages", code="invalid_messages") from e
 
 
+def listed_tools(req: ChatCompletionRequest, toolset: ToolSet | None) -> list[dict] | None:
+    """The tools the prompt lists: the request's, as sent, when tool_setup offers them."""
+    return [t.model_dump(exclude_none=True) for t in req.tools] if toolset else None
+
+
 def tool_setup(req: ChatCompletionRequest) -> tuple[ToolSet | None, str | None, dict[str, dict] | None]:
     """(tools to parse for, effective choice, tools to constrain to or None). With tool_choice
     auto, tools marked `strict: true` (OpenAI's flag for schema-exact calls) constrain the
@@ -138,8 +143,7 @@ def plan(state: ServerState, engine: LLMEngine, req: ChatCompletionRequest) -> C
     toolset, choice, forced = tool_setup(req)
     source, param = output_grammar(req, choice, forced,
                                    state.grammar_factory(engine).call_tags if forced is not None else grammar.TEXT_TAGS)
-    rendered_tools = [t.model_dump(exclude_none=True) for t in req.tools] if toolset else None
-    text = render(engine, template_messages(req.messages), rendered_tools)
+    text = render(engine, template_messages(req.messages), listed_tools(req, toolset))
     ids = encode(engine, text, add_special=False, param="messages")
     requested = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
     limit = max_new_tokens(requested, len(ids), engine,

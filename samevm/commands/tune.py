@@ -1,0 +1,90 @@
+"""samevm tune: teach the served model the platform's own tools, end to end (samevm/tune.py):
+generate verified trajectories against a real worker, LoRA SFT on every agent step, ORPO
+with rejected replies sampled from the served base, then the held-out agent suites on the
+base and on base + adapter. Writes OUT/report.json, OUT/loss_curves.png, the PEFT adapter
+OUT/adapter/ and OUT/merged.gguf (the adapter merged, for runtimes that serve no adapters)."""
+from __future__ import annotations
+
+import platform
+import sys
+import time
+from pathlib import Path
+
+
+def register(sub) -> None:
+    p = sub.add_parser("tune", help="fine-tune the model on its own tools (LoRA SFT + ORPO) and measure it")
+    p.add_argument("--model", help="base: known model name or GGUF path (default: the hardware's default model)")
+    p.add_argument("--out", type=Path, help="output directory (default $SAMEVM_HOME/tune/MODEL-TIME)")
+    p.add_argument("--tasks", type=int, default=200, help="generated tasks (each gives several agent steps)")
+    p.add_argument("--data", type=Path, help="use these agent steps (JSONL) instead of generating them")
+    p.add_argument("--pairs", type=Path, help="use these preference pairs (JSONL) instead of sampling them")
+    p.add_argument("--samples", type=int, default=4, help="replies sampled from the base per step for rejected ones")
+    p.add_argument("--epochs", type=float, default=2.0, help="SFT passes over the steps")
+    p.add_argument("--steps", type=int, help="SFT optimizer steps (overrides --epochs)")
+    p.add_argument("--orpo-steps", type=int, help="ORPO optimizer steps (default: one pass over the pairs)")
+    p.add_argument("--skip-orpo", action="store_true", help="SFT only")
+    p.add_argument("--rank", type=int, default=16, help="LoRA rank (alpha is twice it)")
+    p.add_argument("--lr", type=float, default=2e-4, help="SFT learning rate")
+    p.add_argument("--orpo-lr", type=float, default=5e-5, help="ORPO learning rate (it goes on from the SFT adapter)")
+    p.add_argument("--batch-size", type=int, default=4)
+    p.add_argument("--max-length", type=int, default=4096, help="longer steps (prompt + reply tokens) are dropped")
+    p.add_argument("--seed", type=int, default=0, help="data generation and training seed")
+    p.add_argument("--suites", nargs="*", help="held-out suites (default: the whole library; none: no evaluation)")
+    p.add_argument("--seeds", type=int, default=10, help="seeds per held-out suite")
+    p.add_argument("--parallel", type=int, default=5, help="seeds at once in the evaluation")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto", help="where training runs")
+    p.add_argument("--backend", choices=["auto", "cpu", "cuda"], help="the runtime's backend (default: the settings')")
+    p.add_argument("--export", choices=["f16", "q8_0"], default="q8_0", help="tensor type of the merged GGUF")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=run)
+
+
+def versions() -> dict:
+    import importlib.metadata as md
+
+    import torch
+    out = {"python": platform.python_version(), "cuda_device": torch.cuda.get_device_name(0)
+           if torch.cuda.is_available() else None}
+    for name in ("torch", "transformers", "peft", "trl", "datasets", "accelerate"):
+        try:
+            out[name] = md.version(name)
+        except md.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def run(args, settings) -> int:
+    from agents.suite import names
+    from runtime import catalog
+    from samevm import tune
+    from samevm.tune_report import Bars, table, write
+    from training.params import OrpoParams, SftParams
+
+    suites = names() if args.suites is None else args.suites
+    unknown = set(suites) - set(names())
+    if unknown:
+        raise ValueError(f"unknown suites {sorted(unknown)}; known: {', '.join(names())}")
+    backend = args.backend or settings.backend
+    name = args.model or catalog.default_model(backend)
+    base = catalog.resolve(name, settings.home)
+    out = args.out or Path(settings.home) / "tune" / f"{Path(name).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+    sft = SftParams(learning_rate=args.lr, epochs=args.epochs, max_steps=args.steps, lora_r=args.rank,
+                    lora_alpha=2 * args.rank, batch_size=args.batch_size, max_length=args.max_length,
+                    seed=args.seed, device=args.device)
+    orpo = None if args.skip_orpo else OrpoParams(learning_rate=args.orpo_lr, batch_size=args.batch_size,
+                                                  max_length=args.max_length, device=args.device)
+    cfg = tune.TuneConfig(base=Path(base), out=Path(out), tasks=args.tasks, seed=args.seed, data=args.data,
+                          pairs=args.pairs, samples=args.samples, sft=sft, orpo=orpo, orpo_steps=args.orpo_steps,
+                          suites=suites, seeds=args.seeds, parallel=args.parallel, backend=backend,
+                          export_type=args.export)
+    print(f"samevm tune: {name} -> {cfg.out}", file=sys.stderr, flush=True)
+    t0 = time.monotonic()
+    report = tune.run(settings, cfg, Bars(args.quiet))
+    report.update(model=name, versions=versions(), total_seconds=round(time.monotonic() - t0, 1),
+                  date=time.strftime("%Y-%m-%d %H:%M:%S"))
+    json_path, png = write(report, cfg.out)
+    if report["eval"]:
+        print(table(report))
+    print(f"report: {json_path}\nloss curves: {png}\nadapter: {report['adapter']['path']}\n"
+          f"merged GGUF: {report['merged_gguf']}")
+    return 0

@@ -1,0 +1,202 @@
+"""`samevm tune` end to end: the served model learns the platform's own tools.
+
+    stack on the base -> trajectories (tuning.generate) -> rejected replies sampled from the
+    served base (tuning.rejected) -> held-out suites on the base -> stack stopped
+    -> LoRA SFT on every step (training/sft.py) -> ORPO on the pairs, same adapter
+    -> adapter + merged GGUF -> stack on base + adapter -> held-out suites -> report
+
+The stacks run under OUT/stack on free ports (never someone's running stack), and are stopped
+before training so that the GPU is the trainer's. The held-out suites are the agent suite
+library (agents/suites): the generator's tasks are disjoint from them by construction. The
+tuned model is served as base + adapter (`samevm serve --lora`) where the runtime has that
+option, else as the merged GGUF.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import shutil
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from samevm.settings import Settings
+from samevm.supervisor import Stack
+from samevm.tune_report import Bars
+from training.params import OrpoParams, SftParams
+
+
+@dataclass
+class TuneConfig:
+    base: Path                          # the base GGUF
+    out: Path
+    tasks: int = 200
+    seed: int = 0
+    data: Path | None = None            # steps already generated: skip generation
+    pairs: Path | None = None           # pairs already sampled: skip sampling
+    sample_rejected: bool = True
+    samples: int = 4                    # replies sampled per step when looking for a rejected one
+    sft: SftParams = field(default_factory=SftParams)
+    orpo: OrpoParams | None = field(default_factory=OrpoParams)   # None: no ORPO
+    orpo_steps: int | None = None       # None: one pass over the pairs
+    held_out_share: float = 0.05        # share of tasks whose steps only score the SFT loss
+    suites: list[str] = field(default_factory=list)
+    seeds: int = 10
+    temperature: float = 0.3
+    parallel: int = 5
+    backend: str = "auto"               # the runtime's
+    export_type: str = "q8_0"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stack_for(settings: Settings, cfg: TuneConfig, model: Path, runtime_args: list[str] = ()) -> Stack:
+    home = cfg.out / "stack"
+    ours = settings.model_copy(update={"home": home, "model": str(model), "backend": cfg.backend,
+                                       "runtime_port": free_port(), "worker_port": free_port(),
+                                       "mcp_port": free_port(), "console_port": free_port()})
+    return Stack(ours, attach=False, runtime_args=list(runtime_args))
+
+
+def serves_adapters() -> bool:
+    """Whether this runtime's `samevm serve` takes --lora (else the tuned model is served merged)."""
+    import argparse
+
+    from samevm.commands import serve
+    parser = argparse.ArgumentParser()
+    serve.register(parser.add_subparsers())
+    return "--lora" in parser._subparsers._group_actions[0].choices["serve"]._option_string_actions
+
+
+def evaluate(stack: Stack, cfg: TuneConfig, label: str, bars: Bars) -> dict:
+    """{suite: {pass_rate, passed, runs, turns}} of the held-out suites on the running stack."""
+    from agents.checks import Probe
+    from agents.model import ChatModel
+    from agents.runner import SuiteRunner
+    from agents.suite import load
+    from tools.context import ToolContext
+    from tools.toolsets import build_registry
+
+    registry = build_registry(ToolContext.from_settings(stack.settings))
+    probe = Probe(stack.urls.worker, registry, api_key=stack.settings.api_key)
+    results = {}
+    for name in cfg.suites:
+        suite = load(name)
+        bar = bars.bar(f"{label}: {name}", cfg.seeds * len(suite.turns), "turn")
+        runner = SuiteRunner(suite, ChatModel(stack.urls.runtime, api_key=stack.settings.api_key), registry, probe,
+                             {"temperature": cfg.temperature}, on_turn=lambda seed, turn: bar.update(1))
+        result = runner.run(list(range(cfg.seeds)), cfg.parallel)
+        bar.close()
+        s = result["summary"]
+        results[name] = {"pass_rate": s["pass_rate"], "passed": s["passed"], "runs": s["runs"],
+                         "turns": {k: v["pass_rate"] for k, v in s["turns"].items()}}
+    return results
+
+
+def held_out(records: list[dict], share: float) -> tuple[list[dict], list[dict]]:
+    """(train, held out), split by task so that no held-out step shares a conversation with a trained one."""
+    def out(r: dict) -> bool:
+        digest = hashlib.sha256(str(r.get("task", r.get("id"))).encode()).digest()
+        return int.from_bytes(digest[:4], "big") / 2**32 < share
+    return [r for r in records if not out(r)], [r for r in records if out(r)]
+
+
+def gather(settings: Settings, cfg: TuneConfig, bars: Bars, report: dict) -> None:
+    """Data (generated or given) and the base's pass rates, on one stack of the base."""
+    steps, pairs = cfg.out / "steps.jsonl", cfg.out / "pairs.jsonl"
+    if cfg.data:
+        shutil.copyfile(cfg.data, steps)
+    if cfg.pairs:
+        shutil.copyfile(cfg.pairs, pairs)
+    want_pairs = cfg.orpo is not None and cfg.sample_rejected and not cfg.pairs
+    if cfg.data and not want_pairs and not cfg.suites:
+        return
+    with stack_for(settings, cfg, cfg.base) as stack:
+        if not cfg.data:
+            from tuning.generate import generate
+            progress = bars.callback("generating trajectories", cfg.tasks)
+            report["generate"] = generate(stack.urls.worker, steps, cfg.tasks, cfg.seed, progress=progress)
+            progress.close()
+        if want_pairs:
+            from tuning.rejected import sample_rejected
+            progress = bars.callback("sampling rejected replies", None)
+            report["rejected"] = sample_rejected(stack.urls.runtime, steps, pairs, samples=cfg.samples,
+                                                 progress=progress)
+            progress.close()
+        report["eval"]["base"] = evaluate(stack, cfg, "base", bars)
+
+
+def train(settings: Settings, cfg: TuneConfig, bars: Bars, report: dict) -> tuple[Path, Path]:
+    """SFT then ORPO on one adapter; (adapter dir, merged GGUF)."""
+    from runtime.tokenizer import Tokenizer
+    from training import steps
+    from training.adapter import adapter_label, merged_gguf, save_adapter
+    from training.hf_model import load_model, load_tokenizer
+    from training.sft import train_sft
+
+    cache = settings.tokenizer_cache
+    cache.mkdir(parents=True, exist_ok=True)
+    tok = Tokenizer(cfg.base, cache)
+    train_records, eval_records = held_out(steps.load_records(cfg.out / "steps.jsonl"), cfg.held_out_share)
+    examples, counts = steps.build(tok, train_records, cfg.sft.max_length)
+    held, held_counts = steps.build(tok, eval_records, cfg.sft.max_length)
+    report["data"] = {**counts, "held_out_records": held_counts["records"], "held_out_examples": len(held),
+                      "dropped_too_long": counts["dropped_too_long"] + held_counts["dropped_too_long"],
+                      "kinds": _count(train_records + eval_records, "kind"),
+                      "domains": _count(train_records + eval_records, "domain")}
+    if not examples:
+        raise ValueError(f"no training examples left of {counts['records']} steps (max_length {cfg.sft.max_length})")
+    bar = bars.bar("SFT", None, "step")
+    sft = train_sft(load_model(cfg.base), examples, cfg.sft, held, on_progress=bars.follow(bar))
+    bar.close()
+    report["sft"] = {"metrics": sft.metrics, "history": sft.history, "params": cfg.sft.model_dump()}
+    model = sft.model
+    pairs_path = cfg.out / "pairs.jsonl"
+    if cfg.orpo is not None and pairs_path.is_file():
+        pairs, dropped = steps.preference_pairs(tok, steps.load_records(pairs_path), cfg.sft.max_length)
+        report["data"].update(pairs=len(pairs), pairs_dropped=dropped)
+        if pairs:
+            import datasets
+
+            from training.orpo import train_orpo
+            datasets.disable_progress_bars()          # TRL's tokenising passes: the ORPO bar says enough
+            params = cfg.orpo.model_copy(update={
+                "max_length": cfg.sft.max_length, "device": cfg.sft.device, "seed": cfg.seed,
+                "warmup_steps": 0, "max_steps": cfg.orpo_steps or math.ceil(len(pairs) / cfg.orpo.batch_size)})
+            bar = bars.bar("ORPO", params.max_steps, "step")
+            orpo = train_orpo(model, load_tokenizer(cfg.base, cache), pairs, params,
+                              on_progress=bars.follow(bar), merge=False)
+            bar.close()
+            report["orpo"] = {"metrics": orpo.metrics, "history": orpo.history, "params": params.model_dump()}
+            model = orpo.model
+    adapter = save_adapter(model, cfg.out / "adapter", cfg.base)
+    report["adapter"] = {"path": str(adapter), "label": adapter_label(adapter)}
+    merged = merged_gguf(model, cfg.base, cfg.out / "merged.gguf", cfg.export_type)
+    report["merged_gguf"] = str(merged)
+    return adapter, merged
+
+
+def _count(records: list[dict], key: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in records:
+        out[str(r.get(key))] = out.get(str(r.get(key)), 0) + 1
+    return out
+
+
+def run(settings: Settings, cfg: TuneConfig, bars: Bars) -> dict:
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    report: dict = {"base": str(cfg.base), "config": {"tasks": cfg.tasks, "seed": cfg.seed, "suites": cfg.suites,
+                    "seeds": cfg.seeds, "temperature": cfg.temperature, "backend": cfg.backend}, "eval": {}}
+    gather(settings, cfg, bars, report)
+    adapter, merged = train(settings, cfg, bars, report)
+    if cfg.suites:
+        lora = serves_adapters()
+        report["served_as"] = "base + adapter (--lora)" if lora else "merged GGUF"
+        tuned = stack_for(settings, cfg, cfg.base, ["--lora", str(adapter)]) if lora else stack_for(settings, cfg, merged)
+        with tuned as stack:
+            report["eval"]["tuned"] = evaluate(stack, cfg, "tuned", bars)
+    return report

@@ -1,0 +1,133 @@
+"""LoRA SFT on agent steps (training/steps.py, training/sft.py, training/adapter.py) and ORPO
+going on from its adapter, on a tiny random model with the hand-written steps of agent_steps.py.
+
+The rendering is checked token by token against transformers' own apply_chat_template with
+the GGUF's tokenizer (an independent renderer of the same template); the trained adapter is
+checked by loading it with PEFT into a fresh copy of the base."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from peft import PeftModel
+
+from runtime.tokenizer import Tokenizer
+from tests.training import agent_steps
+from training import steps
+from training.adapter import CONFIG, WEIGHTS, adapter_label, save_adapter
+from training.hf_model import load_model, load_tokenizer
+from training.orpo import train_orpo
+from training.params import OrpoParams, SftParams
+from training.sft import IGNORE, collate, train_sft
+
+FAST = SftParams(max_steps=30, learning_rate=3e-3, batch_size=4, warmup_steps=0, eval_every=10, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def base(tiny_gguf):
+    return tiny_gguf("qwen2")
+
+
+@pytest.fixture(scope="module")
+def tok(base, tokenizer_cache):
+    return Tokenizer(base, tokenizer_cache)
+
+
+@pytest.fixture(scope="module")
+def examples(tok):
+    built, counts = steps.build(tok, agent_steps.steps(), max_length=4096)
+    assert counts["dropped_too_long"] == 0 and len(built) == len(agent_steps.steps())
+    return built
+
+
+def hf_render(hf, record: dict, reply: dict | None = None) -> list[int]:
+    """transformers' rendering of the record: arguments as objects (what chat templates expect),
+    each tool's fields in the order the server's protocol model lists them (agent_steps.TOOLS
+    sends `strict` before `parameters`: the prompt must be the server's, not the record's)."""
+    def plain(m):
+        if not m.get("tool_calls"):
+            return m
+        calls = [{**c, "function": {**c["function"], "arguments": json.loads(c["function"]["arguments"])}}
+                 for c in m["tool_calls"]]
+        return {**m, "tool_calls": calls}
+    messages = [plain(m) for m in record["messages"] + ([reply] if reply else [])]
+    tools = [{"type": "function", "function": {k: t["function"][k] for k in ("name", "description", "parameters", "strict")}}
+             for t in record["tools"]]
+    text = hf.apply_chat_template(messages, tools=tools, tokenize=False,
+                                  add_generation_prompt=reply is None)
+    return hf(text, add_special_tokens=False)["input_ids"]
+
+
+def test_labels_cover_exactly_the_reply_as_the_template_renders_it(base, tok, examples, tokenizer_cache):
+    hf = load_tokenizer(base, tokenizer_cache)
+    records = agent_steps.steps()
+    batch = collate(examples[:6])
+    for i, record in enumerate(records[:6]):
+        prompt = hf_render(hf, record)
+        full = hf_render(hf, record, record["chosen"])
+        end = full.index(hf.convert_tokens_to_ids("<|im_end|>"), len(prompt)) + 1
+        n = len(examples[i].prompt_ids) + len(examples[i].completion_ids)
+        assert batch["input_ids"][i, :n].tolist() == full[:end]
+        assert batch["labels"][i, :len(prompt)].eq(IGNORE).all()           # the whole context is masked
+        assert batch["labels"][i, len(prompt):end].tolist() == full[len(prompt):end]
+        assert batch["labels"][i, end:].eq(IGNORE).all() and batch["attention_mask"][i, end:].eq(0).all()
+    call = records[0]["chosen"]["tool_calls"][0]["function"]
+    want = (f'<tool_call>\n{{"name": "sql_exec", "arguments": {json.dumps(json.loads(call["arguments"]))}}}'
+            f'\n</tool_call><|im_end|>')
+    assert tok.decode(examples[0].completion_ids, skip_special=False) == want
+    assert tok.decode(examples[1].completion_ids, skip_special=False) == "Saved Dune (1965) in books.<|im_end|>"
+
+
+def test_steps_over_max_length_are_dropped_and_counted(tok):
+    records = agent_steps.steps()
+    lengths = sorted(len(steps.to_example(tok, r)) for r in records)
+    kept, counts = steps.build(tok, records, max_length=lengths[len(lengths) // 2])
+    assert counts["dropped_too_long"] == sum(n > lengths[len(lengths) // 2] for n in lengths) > 0
+    assert len(kept) + counts["dropped_too_long"] == len(records)
+
+
+@pytest.fixture(scope="module")
+def sft(base, examples):
+    torch.set_num_threads(1)
+    return train_sft(load_model(base), examples[3:], FAST, held_out=examples[:3])
+
+
+def test_sft_loss_falls_on_trained_and_held_out_steps(sft):
+    losses = [e["loss"] for e in sft.history]
+    assert len(losses) == FAST.max_steps
+    assert sum(losses[-5:]) / 5 < 0.7 * sum(losses[:5]) / 5, losses
+    assert sft.metrics["eval_loss_after"] < sft.metrics["eval_loss_before"] - 0.5, sft.metrics
+
+
+def test_the_adapter_loads_with_peft_and_carries_the_training(sft, base, examples, tmp_path):
+    out = save_adapter(sft.model, tmp_path / "tool-adapter", base)
+    config = json.loads((out / CONFIG).read_text())
+    assert config["r"] == 16 and config["peft_type"] == "LORA"
+    assert set(config["target_modules"]) == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+    assert adapter_label(out).startswith("tool-adapter@sha256:")
+
+    ids = torch.tensor([examples[0].prompt_ids + examples[0].completion_ids])
+    with torch.no_grad():
+        plain = load_model(base)(ids).logits
+        loaded = PeftModel.from_pretrained(load_model(base), out)(ids).logits
+        trained = sft.model.to("cpu")(ids).logits
+    assert (loaded - plain).abs().max() > 0.1                       # the adapter changes the model
+    torch.testing.assert_close(loaded, trained, atol=1e-4, rtol=1e-4)   # and is the one trained
+
+
+def test_orpo_goes_on_from_the_sft_adapter_and_returns_it_unmerged(sft, tok, base, tokenizer_cache):
+    pairs, dropped = steps.preference_pairs(tok, agent_steps.steps(), max_length=4096)
+    assert len(pairs) == sum(1 for r in agent_steps.steps() if r.get("rejected")) and dropped == 8
+    assert pairs[0].prompt == steps.render(tok, agent_steps.steps()[0]) and pairs[0].chosen.endswith("<|im_end|>")
+    lora_b = {k: v.clone() for k, v in sft.model.state_dict().items() if "lora_B" in k}
+    assert all(v.abs().max() > 0 for v in lora_b.values())          # SFT trained them away from zero
+
+    params = OrpoParams(max_steps=2, warmup_steps=0, batch_size=4, learning_rate=1e-4, max_length=2048, device="cpu")
+    result = train_orpo(sft.model, load_tokenizer(base, tokenizer_cache), pairs, params, merge=False)
+    assert isinstance(result.model, PeftModel) and list(result.model.peft_config) == ["default"]
+    after = {k: v for k, v in result.model.state_dict().items() if "lora_B" in k}
+    assert after.keys() == lora_b.keys()
+    moved = max((after[k] - lora_b[k]).abs().max().item() for k in after)
+    size = max(v.abs().max().item() for v in lora_b.values())
+    assert 0 < moved < 0.2 * size          # the SFT adapter went on training; a fresh one would start at zero

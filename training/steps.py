@@ -1,0 +1,108 @@
+"""Agent steps as token-level training examples, rendered exactly as the runtime serves them.
+
+A step record (one line of the trajectory generator's JSONL) holds the messages and tools the
+agent loop sent, and the assistant message it should answer with (`chosen`; for preference
+pairs also `rejected`). The prompt is what the runtime's chat route feeds the engine for that
+request: the request parsed by the server's own model, its messages cleaned up and its tools
+listed by runtime/server/chat_prompt.py, through the GGUF's chat template, encoded without
+special tokens. The completion is the reply as the template renders it, taken as the suffix
+of rendering messages + reply after checking the prompt is a token prefix of it, and cut
+after the end-of-turn token (the runtime stops there; what follows it is never generated).
+
+    prompt_ids:     [P]  context, never trained on (earlier assistant turns included)
+    completion_ids: [C]  the reply, ending with the end-of-turn token
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from runtime.server.chat_prompt import listed_tools, template_messages, tool_setup
+from runtime.server.protocol import ChatCompletionRequest
+
+
+class StepError(ValueError):
+    """A step record the runtime would not render the same way as prompt + reply."""
+
+
+@dataclass(frozen=True, slots=True)
+class Example:
+    id: str
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    rejected_ids: list[int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.prompt_ids) + max(len(self.completion_ids), len(self.rejected_ids or ()))
+
+
+def _request(record: dict, reply: dict | None = None) -> ChatCompletionRequest:
+    messages = record["messages"] + ([reply] if reply else [])
+    return ChatCompletionRequest(model="train", messages=messages, tools=record.get("tools") or None,
+                                 tool_choice=record.get("tool_choice", "auto") if record.get("tools") else None)
+
+
+def render(tokenizer, record: dict, reply: dict | None = None) -> str:
+    """The text of the served prompt, or with `reply` the conversation it completes (no
+    generation prompt): tokenizer is runtime.tokenizer.Tokenizer, the engine's own."""
+    req = _request(record, reply)
+    toolset, _, _ = tool_setup(req)
+    return tokenizer.render_chat(template_messages(req.messages), listed_tools(req, toolset),
+                                 add_generation_prompt=reply is None)
+
+
+def _completion(tokenizer, record: dict, prompt_ids: list[int], reply: dict) -> list[int]:
+    full = tokenizer.encode(render(tokenizer, record, reply))
+    if full[:len(prompt_ids)] != prompt_ids:
+        raise StepError(f"step {record.get('id')}: the prompt is not a token prefix of prompt + reply")
+    completion = full[len(prompt_ids):]
+    eot = tokenizer.eos_token_id
+    if eot not in completion:
+        raise StepError(f"step {record.get('id')}: the rendered reply has no end-of-turn token")
+    return completion[:completion.index(eot) + 1]
+
+
+def to_example(tokenizer, record: dict) -> Example:
+    prompt = tokenizer.encode(render(tokenizer, record))
+    rejected = record.get("rejected")
+    return Example(str(record.get("id")), prompt, _completion(tokenizer, record, prompt, record["chosen"]),
+                   _completion(tokenizer, record, prompt, rejected) if rejected else None)
+
+
+def load_records(path: str | Path) -> list[dict]:
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def build(tokenizer, records: list[dict], max_length: int) -> tuple[list[Example], dict]:
+    """(examples, counts): steps longer than `max_length` tokens are dropped and counted."""
+    examples, too_long = [], 0
+    for record in records:
+        ex = to_example(tokenizer, record)
+        if len(ex) > max_length:
+            too_long += 1
+        else:
+            examples.append(ex)
+    return examples, {"records": len(records), "examples": len(examples), "dropped_too_long": too_long,
+                      "max_length": max_length}
+
+
+def preference_pairs(tokenizer, records: list[dict], max_length: int) -> tuple[list, int]:
+    """(pairs as text for TRL's ORPO trainer, steps dropped): the served prompt text and each
+    reply's completion text (decoded from its tokens, end-of-turn token included). Steps
+    without a rejected reply, over `max_length` or whose replies render the same are dropped."""
+    from training.dataset import PreferencePair
+
+    pairs, dropped = [], 0
+    for record in records:
+        if not record.get("rejected"):
+            dropped += 1
+            continue
+        ex = to_example(tokenizer, record)
+        if len(ex) > max_length or ex.completion_ids == ex.rejected_ids:
+            dropped += 1
+            continue
+        text = lambda ids: tokenizer.decode(ids, skip_special=False)   # noqa: E731
+        pairs.append(PreferencePair(f"step {ex.id}", render(tokenizer, record), text(ex.completion_ids),
+                                    text(ex.rejected_ids)))
+    return pairs, dropped
