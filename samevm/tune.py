@@ -142,8 +142,9 @@ def train(settings: Settings, cfg: TuneConfig, bars: Bars, report: dict) -> tupl
     cache.mkdir(parents=True, exist_ok=True)
     tok = Tokenizer(cfg.base, cache)
     train_records, eval_records = held_out(steps.load_records(cfg.out / "steps.jsonl"), cfg.held_out_share)
-    examples, counts = steps.build(tok, train_records, cfg.sft.max_length)
-    held, held_counts = steps.build(tok, eval_records, cfg.sft.max_length)
+    stops = steps.stop_ids(tok, cfg.base)
+    examples, counts = steps.build(tok, train_records, cfg.sft.max_length, stops)
+    held, held_counts = steps.build(tok, eval_records, cfg.sft.max_length, stops)
     report["data"] = {**counts, "held_out_records": held_counts["records"], "held_out_examples": len(held),
                       "dropped_too_long": counts["dropped_too_long"] + held_counts["dropped_too_long"],
                       "kinds": _count(train_records + eval_records, "kind"),
@@ -157,7 +158,7 @@ def train(settings: Settings, cfg: TuneConfig, bars: Bars, report: dict) -> tupl
     model = sft.model
     pairs_path = cfg.out / "pairs.jsonl"
     if cfg.orpo is not None and pairs_path.is_file():
-        pairs, dropped = steps.preference_pairs(tok, steps.load_records(pairs_path), cfg.sft.max_length)
+        pairs, dropped = steps.preference_pairs(tok, steps.load_records(pairs_path), cfg.sft.max_length, stops)
         report["data"].update(pairs=len(pairs), pairs_dropped=dropped)
         if pairs:
             import datasets

@@ -73,6 +73,7 @@ class SftParams(BaseModel):
     target_modules: list[str] = Field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
         min_length=1)
-    eval_every: int = Field(10, ge=1, description="optimizer steps between losses on the held-out steps")
+    eval_every: int | None = Field(None, ge=1, description="optimizer steps between losses on the held-out "
+                                   "steps (None: about 20 times a run, so scoring stays a small share of it)")
     seed: int = Field(0, ge=0, le=2**32 - 1)
     device: Literal["auto", "cpu", "cuda"] = "auto"

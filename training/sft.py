@@ -111,6 +111,7 @@ def train_sft(model: PreTrainedModel | PeftModel, examples: list[Example], param
     steps = total_steps(len(examples), params)
     schedule = get_cosine_schedule_with_warmup(optimizer, min(params.warmup_steps, steps - 1), steps)
     batches = _batches(examples, params.batch_size, random.Random(params.seed))
+    every = params.eval_every or max(1, steps // 20)
     history: list[dict] = []
     before = evaluate(model, held_out, params.batch_size, device) if held_out else None
     t0 = time.monotonic()
@@ -128,7 +129,7 @@ def train_sft(model: PreTrainedModel | PeftModel, examples: list[Example], param
         event = {"stage": "sft", "step": step, "max_steps": steps, "loss": sum(losses) / len(losses),
                  "lr": schedule.get_last_lr()[0], "elapsed_s": round(elapsed, 2),
                  "eta_s": round(elapsed / step * (steps - step), 1)}
-        if held_out and (step % params.eval_every == 0 or step == steps):
+        if held_out and (step % every == 0 or step == steps):
             event["eval_loss"] = evaluate(model, held_out, params.batch_size, device)
         history.append(event)
         if on_progress:

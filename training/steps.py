@@ -52,33 +52,48 @@ def render(tokenizer, record: dict, reply: dict | None = None) -> str:
                                  add_generation_prompt=reply is None)
 
 
-def _completion(tokenizer, record: dict, prompt_ids: list[int], reply: dict) -> list[int]:
+def stop_ids(tokenizer, gguf_path: str | Path | None = None) -> frozenset[int]:
+    """The tokens the engine stops at (runtime/engine/llm_engine.py): the GGUF's end-of-sequence
+    and end-of-turn ids and the tokenizer's eos. Qwen's GGUF names <|im_end|> while its
+    tokenizer's eos is <|endoftext|>; a reply ends at the first of them."""
+    ids = {tokenizer.eos_token_id} - {None}
+    if gguf_path is not None:
+        from runtime.gguf import read_gguf
+        meta = read_gguf(gguf_path).metadata
+        ids |= {int(v) for v in (meta.get("tokenizer.ggml.eos_token_id"), meta.get("tokenizer.ggml.eot_token_id"))
+                if v is not None}
+    return frozenset(ids)
+
+
+def _completion(tokenizer, record: dict, prompt_ids: list[int], reply: dict, stops: frozenset[int]) -> list[int]:
     full = tokenizer.encode(render(tokenizer, record, reply))
     if full[:len(prompt_ids)] != prompt_ids:
         raise StepError(f"step {record.get('id')}: the prompt is not a token prefix of prompt + reply")
     completion = full[len(prompt_ids):]
-    eot = tokenizer.eos_token_id
-    if eot not in completion:
+    ends = [i for i, t in enumerate(completion) if t in stops]
+    if not ends:
         raise StepError(f"step {record.get('id')}: the rendered reply has no end-of-turn token")
-    return completion[:completion.index(eot) + 1]
+    return completion[:ends[0] + 1]
 
 
-def to_example(tokenizer, record: dict) -> Example:
+def to_example(tokenizer, record: dict, stops: frozenset[int] | None = None) -> Example:
+    stops = stops or stop_ids(tokenizer)
     prompt = tokenizer.encode(render(tokenizer, record))
     rejected = record.get("rejected")
-    return Example(str(record.get("id")), prompt, _completion(tokenizer, record, prompt, record["chosen"]),
-                   _completion(tokenizer, record, prompt, rejected) if rejected else None)
+    return Example(str(record.get("id")), prompt, _completion(tokenizer, record, prompt, record["chosen"], stops),
+                   _completion(tokenizer, record, prompt, rejected, stops) if rejected else None)
 
 
 def load_records(path: str | Path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def build(tokenizer, records: list[dict], max_length: int) -> tuple[list[Example], dict]:
+def build(tokenizer, records: list[dict], max_length: int,
+          stops: frozenset[int] | None = None) -> tuple[list[Example], dict]:
     """(examples, counts): steps longer than `max_length` tokens are dropped and counted."""
     examples, too_long = [], 0
     for record in records:
-        ex = to_example(tokenizer, record)
+        ex = to_example(tokenizer, record, stops)
         if len(ex) > max_length:
             too_long += 1
         else:
@@ -87,7 +102,8 @@ def build(tokenizer, records: list[dict], max_length: int) -> tuple[list[Example
                       "max_length": max_length}
 
 
-def preference_pairs(tokenizer, records: list[dict], max_length: int) -> tuple[list, int]:
+def preference_pairs(tokenizer, records: list[dict], max_length: int,
+                     stops: frozenset[int] | None = None) -> tuple[list, int]:
     """(pairs as text for TRL's ORPO trainer, steps dropped): the served prompt text and each
     reply's completion text (decoded from its tokens, end-of-turn token included). Steps
     without a rejected reply, over `max_length` or whose replies render the same are dropped."""
@@ -98,7 +114,7 @@ def preference_pairs(tokenizer, records: list[dict], max_length: int) -> tuple[l
         if not record.get("rejected"):
             dropped += 1
             continue
-        ex = to_example(tokenizer, record)
+        ex = to_example(tokenizer, record, stops)
         if len(ex) > max_length or ex.completion_ids == ex.rejected_ids:
             dropped += 1
             continue
