@@ -20,9 +20,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
-from agents.model import ChatModel
+from agents.model import ChatModel, ModelError
 from agents.text import missing
 
+REFUSED = re.compile(r"^4\d\d from ")        # a ModelError for a request the runtime refused
 _KIND = re.compile(r"^\s*(\w+)")
 _TABLES = re.compile(r"\b(?:from|into|update|join|table(?:\s+if\s+not\s+exists)?)\s+[\"'`]?(\w+)", re.IGNORECASE)
 _LITERALS = re.compile(r"'((?:[^']|'')*)'|(?<![\w.])(\d+(?:\.\d+)?)(?![\w.])")
@@ -85,16 +86,24 @@ def sample_rejected(runtime_url: str, examples: Path, out: Path, samples: int = 
                     threads: int = 16) -> dict:
     """Sample `samples` replies per step of `examples` from the model at `runtime_url` and write
     each distinct wrong one with its step to `out` (the step's fields, plus "rejected" and
-    "rejected_why"). `progress(done, total)` is called per step. Returns the counts."""
+    "rejected_why"). A step the runtime refuses (longer than its context) is counted and
+    skipped. `progress(done, total)` is called per step. Returns the counts."""
     records = [json.loads(line) for line in examples.read_text().splitlines() if line.strip()]
     model = ChatModel(runtime_url)
+    refused: list[str] = []
 
     def sample(i: int) -> list[dict]:
         r = records[i]
         seen, pairs = set(), []
         for k in range(samples):
-            got = reply_dict(model.complete(r["messages"], r["tools"], "auto", max_tokens, temperature,
-                                            seed=i * 1000 + k))
+            try:
+                got = reply_dict(model.complete(r["messages"], r["tools"], "auto", max_tokens, temperature,
+                                                seed=i * 1000 + k))
+            except ModelError as e:
+                if not REFUSED.match(str(e)):      # down or failing: the run stops
+                    raise
+                refused.append(r["id"])            # this request does not fit the model (its context)
+                break
             why = wrong(r["chosen"], got, r.get("keys"))
             key = json.dumps(got, sort_keys=True)
             if why and key not in seen:
@@ -116,7 +125,7 @@ def sample_rejected(runtime_url: str, examples: Path, out: Path, samples: int = 
         for p in pairs:
             f.write(json.dumps(p, ensure_ascii=False) + "\n")
     return {"examples": len(records), "samples": len(records) * samples, "pairs": len(pairs),
-            "steps_with_pairs": sum(bool(g) for g in results),
+            "steps_with_pairs": sum(bool(g) for g in results), "refused": len(refused),
             "by_reason": dict(Counter(p["rejected_why"].split(" [")[0] for p in pairs)),
             "by_kind": dict(Counter(p["kind"] for p in pairs))}
 
