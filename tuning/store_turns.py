@@ -136,11 +136,12 @@ class StoreTurns:
         op = rng.choice(list(W.IRRELEVANT))
         a, b, word = rng.randint(3, 99), rng.randint(3, 99), rng.choice(W.WORDS)
         value = {"multiply": a * b, "add": a + b, "reverse": word[::-1], "celsius": fmt(a * 9 / 5 + 32),
-                 "count": len(word)}[op]
+                 "count": len(word), "subtract": a - b, "upper": word.upper(), "minutes": a * 60}[op]
         user = W.pick(rng, W.IRRELEVANT[op], a=a, b=b, word=word)
         answer = {"multiply": f"{a} times {b} is {value}.", "add": f"{a} plus {b} is {value}.",
                   "reverse": f"'{word}' backwards is '{value}'.", "celsius": f"{a} degrees Celsius is {value} degrees Fahrenheit.",
-                  "count": f"'{word}' has {value} letters."}[op]
+                  "count": f"'{word}' has {value} letters.", "subtract": f"{a} minus {b} is {value}.",
+                  "upper": f"In capitals: {value}", "minutes": f"{a} hours is {value} minutes."}[op]
         return self.turn(user, [Step(answer=lambda _: answer)], "irrelevant",
                          Expect(not_called=EVERY_STORE, answer_contains=[str(value)]), [str(value)])
 
