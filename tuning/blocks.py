@@ -24,6 +24,7 @@ class Builder(SqlTurns, StoreTurns):
         self.rng, self.d = rng, domain
         self.table = Table.choose(rng, domain)
         self.filed: list[tuple[str, str, str, str]] = []     # (source, passage, question, key)
+        self.passages_used: set = set()                          # the domain's Backgrounds drawn so far
         self.prefs: list[str] = []
         self.where_note = False
         self.knows_table = False          # the current session has seen the database and table names

@@ -155,7 +155,8 @@ class SqlTurns:
         sql = f"SELECT {f.name} FROM {t.name} WHERE {t.where(key)}"
         steps = self.find_table()
         if rng.random() < 0.12:
-            guess = "_".join(f.words.split()[:2]) + ("_value" if "_".join(f.words.split()[:2]) == f.name else "")
+            guess = "_".join(f.words.split()[:2])
+            guess += "_value" if guess.lower() == f.name.lower() else ""      # SQLite names ignore case
             steps += [Step([("sql_query", {"db": t.db, "sql": sql.replace(f"SELECT {f.name}", f"SELECT {guess}")})],
                            fails=True, train=False),
                       Step([("sql_query", {"db": t.db, "sql": f"SELECT sql FROM sqlite_master WHERE name = '{t.name}'"})])]

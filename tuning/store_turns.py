@@ -23,18 +23,24 @@ def slug(text: str, words: int = 3) -> str:
 
 
 class StoreTurns:
-    def background(self) -> tuple[str, str, str, str]:
+    def background(self, filing: bool = False) -> tuple[str, str, str, str]:
+        """(source, passage, question, key) of a kind of passage not filed yet in this task: two of
+        one kind with other numbers would contradict each other."""
         rng = self.rng
-        b = rng.choice(self.d.backgrounds)
+        b = rng.choice([b for b in self.d.backgrounds if b not in self.passages_used] or self.d.backgrounds)
+        if filing:
+            self.passages_used.add(b)
         slots = {"k": rng.choice(self.d.subject.pool), "n": rng.randint(2, 40), "m": rng.randint(100, 9000),
                  "p": rng.randint(5, 60)}
         passage, question, key = b.text.format(**slots), b.question.format(**slots), b.key.format(**slots)
-        source = rng.choice([slug(self.d.name) + "-notes", slug(self.d.things, 1) + "-" + slug(slots["k"]),
-                             "-".join(w for w in slug(passage, 8).split("-") if w not in STOP)[:40].strip("-")])
+        options = [slug(self.d.name) + "-notes", slug(self.d.things, 1) + "-" + slug(slots["k"]),
+                   "-".join(w for w in slug(passage, 8).split("-") if w not in STOP)[:40].strip("-")]
+        taken = {f[0] for f in self.filed}          # a new text under a taken source would replace it
+        source = rng.choice([o for o in options if o not in taken] or [f"{options[0]}-{len(taken) + 1}"])
         return source, passage, question, key
 
     def file(self) -> TurnPlan:
-        source, passage, question, key = self.background()
+        source, passage, question, key = self.background(filing=True)
         self.filed.append((source, passage, question, key))
         expect = Expect(called=["rag_ingest"], not_called=["sql_exec"],
                         rag=[RagExpect(query=question, contains=[key], k=3)])
