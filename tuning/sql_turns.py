@@ -44,11 +44,12 @@ class SqlTurns:
             self.said[r[self.d.key.name]] = dict(r)
         where = self.where()
         stored = "; ".join(", ".join(fmt(v) for v in r.values()) for r in records)   # now: a later turn may update a row
+        opening = rng.choice(["Done.", "Saved.", "All stored.", "Okay."])
 
         def answer(results):
             n_rows = A.stored_rows(results)
             made = f"I created {where} and " if created else f"In {where} I "
-            return f"Done. {made}stored {n_rows} row{'s' * (n_rows != 1)}: {stored}."
+            return f"{opening} {made}stored {n_rows} row{'s' * (n_rows != 1)}: {stored}."
         template = W.KEEP if created else W.ADD
         user = self.pick(template, records=self.records_phrase(records))
         expect = Expect(called=["sql_exec"], not_called=["rag_ingest", "memory_add"],
@@ -165,10 +166,13 @@ class SqlTurns:
         steps.append(Step([("sql_query", {"db": t.db, "sql": sql})]))
         where = self.where()
         self.said[key] = dict(row)
+        phrase = rng.choice(["The {field} of {key} is {value}, as stored in {where}.",
+                             "In {where}, {key} has {field} {value}.",
+                             "I checked {where}: {key} has {field} {value}."])
 
         def answer(results):
             rows = A.last_rows(results)
-            return f"The {f.words} of {key} is {fmt(rows[0][0])}, as stored in {where}." if rows else \
+            return phrase.format(field=f.words, key=key, value=fmt(rows[0][0]), where=where) if rows else \
                 f"{where} has no row for {key}."
         user = self.pick(W.LOOKUP, field=f.words, key=key)
         expect = Expect(called=["sql_query"], answer_contains=[fmt(row[f.name])])

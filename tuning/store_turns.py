@@ -15,6 +15,8 @@ from tuning.records import fmt
 from tuning.sql_turns import EVERY_STORE
 
 WRITES = ["sql_exec", "rag_ingest", "memory_add"]
+FILED = ('Filed in the knowledge base as "{source}".', 'Stored the text in the knowledge base under "{source}".',
+         'Done: the passage is in the knowledge base (source "{source}").')
 STOP = {"a", "an", "the", "of", "for", "to", "in", "on", "at", "is", "and", "or", "after", "with", "by", "its"}
 
 
@@ -42,10 +44,11 @@ class StoreTurns:
     def file(self) -> TurnPlan:
         source, passage, question, key = self.background(filing=True)
         self.filed.append((source, passage, question, key))
+        reply = self.rng.choice(FILED).format(source=source)
         expect = Expect(called=["rag_ingest"], not_called=["sql_exec"],
                         rag=[RagExpect(query=question, contains=[key], k=3)])
         steps = [Step([("rag_ingest", {"text": passage, "source": source})]),
-                 Step(answer=lambda results: f'Filed in the knowledge base as "{source}".')]
+                 Step(answer=lambda results: reply)]
         return self.turn(self.pick(W.FILE, passage=passage), steps, "file", expect)
 
     def search(self) -> TurnPlan:

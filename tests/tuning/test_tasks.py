@@ -46,8 +46,13 @@ def test_the_plans_vary_as_promised(plans):
     orders = {tuple(x["function"]["name"] for x in t.tools) for t in turns if len(t.tools) >= 3}
     assert len(orders) > N / 2
     defaults = {s["function"]["name"]: s["function"]["description"] for s in schemas}
+    schemas_by_name = {s["function"]["name"]: s["function"]["parameters"] for s in schemas}
     reworded = [x for t in turns for x in t.tools if x["function"]["description"] != defaults[x["function"]["name"]]]
     assert reworded and all(x["function"]["name"] in PARAPHRASES for x in reworded)
+    bare = [x for t in turns for x in t.tools if x["function"]["parameters"]["properties"]
+            and not any("description" in p for p in x["function"]["parameters"]["properties"].values())]
+    assert bare and all(x["function"]["parameters"]["required"] == schemas_by_name[x["function"]["name"]]["required"]
+                        for x in bare)
     systems = Counter(t.system == prompts.SYSTEM for t in tasks)
     assert systems[True] > systems[False] > N / 10
 
