@@ -6,6 +6,8 @@ table yet, a guessed column, a SELECT sent to sql_exec) and its fix. A mixin of
 blocks.Builder, whose state (the table, what the session has said) it reads and updates."""
 from __future__ import annotations
 
+from decimal import ROUND_HALF_UP, Decimal
+
 from agents.suite import Expect, SqlExpect
 from tuning import answers as A
 from tuning import wording as W
@@ -107,7 +109,7 @@ class SqlTurns:
         elif op == "count":
             sql, want = f"SELECT COUNT(*) FROM {t.name}", [str(len(values))]
         elif op == "avg":
-            mean = round(sum(values) / len(values), 2)
+            mean = (Decimal(str(sum(values))) / len(values)).quantize(Decimal("0.01"), ROUND_HALF_UP)  # as SQLite rounds
             sql, want = f"SELECT ROUND(AVG({m.name}), 2) AS average FROM {t.name}", [fmt(float(mean))]
         elif op in ("max", "min"):
             best = (max if op == "max" else min)(values)
@@ -136,7 +138,7 @@ class SqlTurns:
 
         def answer(results):
             return f"{label} {A.rows_phrase(A.last_rows(results))} (from {where})."
-        expect = Expect(called=["sql_query"], not_called=["sql_exec"] if not steps[0].fails else [],
+        expect = Expect(called=["sql_query"], not_called=[] if any(s.fails for s in steps) else ["sql_exec"],
                         answer_contains=want)
         return self.turn(user, steps + [Step(answer=answer)], "query", expect, want)
 
