@@ -2,8 +2,6 @@
 on a bare machine (tuning/worker.py), and the registry and probe bound to it."""
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from agents.checks import Probe
@@ -15,14 +13,8 @@ from tuning.worker import local_worker
 
 @pytest.fixture(scope="session")
 def worker_url():
-    saved = {k: os.environ.get(k) for k in CHILD_ENV}
-    os.environ.update(CHILD_ENV)                 # the child inherits one torch thread
-    try:
-        with local_worker() as url:
-            yield url
-    finally:
-        for k, v in saved.items():
-            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+    with local_worker(CHILD_ENV) as url:          # torch on one thread in the worker
+        yield url
 
 
 @pytest.fixture
