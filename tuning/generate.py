@@ -85,11 +85,23 @@ def generate(worker_url: str, out: Path, tasks: int, seed: int, progress: Callab
     return stats(outcomes, time.monotonic() - start)
 
 
-def main(argv: list[str] | None = None) -> None:
+def with_bar(worker: str | None, tasks: int, run: Callable[[str, Callable[[int, int], None]], dict]) -> dict:
+    """run(worker_url, progress) under a progress bar, on the worker at `worker` or (None) on one
+    started for the run."""
     from tqdm import tqdm
 
     from tuning.worker import local_worker
 
+    with tqdm(total=tasks, desc="tasks", unit="task") as bar:
+        def progress(done: int, total: int) -> None:
+            bar.update(done - bar.n)
+        if worker:
+            return run(worker, progress)
+        with local_worker() as url:
+            return run(url, progress)
+
+
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--worker", help="the worker's URL (default: start one in a temporary home)")
     p.add_argument("--out", type=Path, required=True)
@@ -97,14 +109,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=8)
     args = p.parse_args(argv)
-    with tqdm(total=args.tasks, desc="tasks", unit="task") as bar:
-        def progress(done: int, total: int) -> None:
-            bar.update(done - bar.n)
-        if args.worker:
-            result = generate(args.worker, args.out, args.tasks, args.seed, progress, args.threads)
-        else:
-            with local_worker() as url:
-                result = generate(url, args.out, args.tasks, args.seed, progress, args.threads)
+    result = with_bar(args.worker, args.tasks,
+                      lambda url, progress: generate(url, args.out, args.tasks, args.seed, progress, args.threads))
     print(json.dumps(result, indent=2))
 
 

@@ -51,11 +51,16 @@ def system_prompt(rng: random.Random) -> str:
 
 
 def reworded(schema: dict, rng: random.Random) -> dict:
-    """The schema with its description replaced by a paraphrase, where one is written."""
-    name = schema["function"]["name"]
-    if name not in PARAPHRASES:
-        return schema
-    return {**schema, "function": {**schema["function"], "description": rng.choice(PARAPHRASES[name])}}
+    """The schema with its description replaced by a paraphrase, where one is written, and
+    sometimes without its parameters' descriptions (the names and types still say enough)."""
+    function = dict(schema["function"])
+    if function["name"] in PARAPHRASES:
+        function["description"] = rng.choice(PARAPHRASES[function["name"]])
+    if rng.random() < 0.3:
+        params = function["parameters"]
+        function["parameters"] = {**params, "properties": {
+            k: {a: v for a, v in p.items() if a != "description"} for k, p in params["properties"].items()}}
+    return {**schema, "function": function}
 
 
 class Offer:

@@ -15,6 +15,7 @@ from agents.checks import Probe, evaluate
 from agents.config import AgentConfig
 from agents.faults import FaultyTools
 from agents.loop import Agent
+from agents.model import ModelError
 from agents.runner import within
 from agents.steps import Turn
 from tools.registry import Registry
@@ -82,8 +83,8 @@ def play(task: Task, registry: Registry, probe: Probe, model=None, config: Agent
             mark = checker.memory_mark() if plan.expect.memory else 0
             try:
                 turn = agent.run(plan.user, plan.tools)
-            except OracleError as e:
-                outcome.problems.append(str(e))
+            except (OracleError, ModelError) as e:     # the plan or the runtime failed this task, not our code
+                outcome.problems.append(f"t{i}: {e}")
                 break
             problems = step_problems(plan, turn, i) if model is None else \
                 ([] if turn.answer is not None else [f"t{i}: no answer ({turn.stop})"])

@@ -3,8 +3,8 @@ served model on the very request the loop sent, and keep those whose action is w
 the gold one as (chosen, rejected) pairs.
 
 A sampled reply is wrong when it calls where the gold answers or answers where it calls,
-calls other tools or in another order, sends SQL of another statement kind or over another
-set of tables, leaves out the values the gold statement writes or the text it files, or
+calls other tools or in another order, sends SQL of another statement kind, or over another
+database or set of tables than the conversation already named, leaves out the values the gold statement writes or the text it files, or
 answers without the values the gold answer quotes. A reply that does the same thing in other
 words is not wrong, and is not kept.
 
@@ -20,9 +20,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
-from agents.model import ChatModel
+from agents.model import ChatModel, ModelError
 from agents.text import missing
 
+REFUSED = re.compile(r"^4\d\d from ")        # a ModelError for a request the runtime refused
 _KIND = re.compile(r"^\s*(\w+)")
 _TABLES = re.compile(r"\b(?:from|into|update|join|table(?:\s+if\s+not\s+exists)?)\s+[\"'`]?(\w+)", re.IGNORECASE)
 _LITERALS = re.compile(r"'((?:[^']|'')*)'|(?<![\w.])(\d+(?:\.\d+)?)(?![\w.])")
@@ -49,8 +50,20 @@ def arguments(call: dict) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
-def wrong(chosen: dict, sampled: dict, keys: list[str] | None = None) -> str | None:
-    """Why `sampled` is the wrong action where `chosen` is right, or None if it is not wrong."""
+def named(name: str, context: str) -> bool:
+    return re.search(rf"(?<![\w]){re.escape(name.lower())}(?![\w])", context) is not None
+
+
+def said_by_agent(messages: list[dict]) -> str:
+    """What the agent's side of a conversation says (its calls, their results, its answers), in
+    lower case: the names it has already given. A user's words name no table."""
+    return json.dumps([m for m in messages if m["role"] in ("assistant", "tool")], ensure_ascii=False).lower()
+
+
+def wrong(chosen: dict, sampled: dict, keys: list[str] | None = None, context: str = "") -> str | None:
+    """Why `sampled` is the wrong action where `chosen` is right, or None if it is not wrong.
+    `context` is what the agent has said so far (said_by_agent): a database or table it already
+    named must be the one used; a name not yet given is the model's choice."""
     gold, calls = chosen["tool_calls"], sampled["tool_calls"]
     if gold and not calls:
         return "answered where a call was due"
@@ -66,8 +79,11 @@ def wrong(chosen: dict, sampled: dict, keys: list[str] | None = None) -> str | N
         if sa is None:
             return "arguments not a JSON object"
         if "sql" in ga:
-            if statement(ga["sql"]) != statement(str(sa.get("sql", ""))):
+            (kind, tables), (s_kind, s_tables) = statement(ga["sql"]), statement(str(sa.get("sql", "")))
+            if kind != s_kind or (tables != s_tables and any(named(t, context) for t in tables)):
                 return "another statement kind or table set"
+            if sa.get("db") != ga.get("db") and named(str(ga.get("db")), context):
+                return "another database"
             lost = missing(str(sa.get("sql", "")), literals(ga["sql"]))
             if lost:
                 return f"statement without {lost}"
@@ -85,17 +101,26 @@ def sample_rejected(runtime_url: str, examples: Path, out: Path, samples: int = 
                     threads: int = 16) -> dict:
     """Sample `samples` replies per step of `examples` from the model at `runtime_url` and write
     each distinct wrong one with its step to `out` (the step's fields, plus "rejected" and
-    "rejected_why"). `progress(done, total)` is called per step. Returns the counts."""
+    "rejected_why"). A step the runtime refuses (longer than its context) is counted and
+    skipped. `progress(done, total)` is called per step. Returns the counts."""
     records = [json.loads(line) for line in examples.read_text().splitlines() if line.strip()]
     model = ChatModel(runtime_url)
+    refused: list[str] = []
 
     def sample(i: int) -> list[dict]:
         r = records[i]
         seen, pairs = set(), []
+        context = said_by_agent(r["messages"])
         for k in range(samples):
-            got = reply_dict(model.complete(r["messages"], r["tools"], "auto", max_tokens, temperature,
-                                            seed=i * 1000 + k))
-            why = wrong(r["chosen"], got, r.get("keys"))
+            try:
+                got = reply_dict(model.complete(r["messages"], r["tools"], "auto", max_tokens, temperature,
+                                                seed=i * 1000 + k))
+            except ModelError as e:
+                if not REFUSED.match(str(e)):      # down or failing: the run stops
+                    raise
+                refused.append(r["id"])            # this request does not fit the model (its context)
+                break
+            why = wrong(r["chosen"], got, r.get("keys"), context)
             key = json.dumps(got, sort_keys=True)
             if why and key not in seen:
                 seen.add(key)
@@ -116,7 +141,7 @@ def sample_rejected(runtime_url: str, examples: Path, out: Path, samples: int = 
         for p in pairs:
             f.write(json.dumps(p, ensure_ascii=False) + "\n")
     return {"examples": len(records), "samples": len(records) * samples, "pairs": len(pairs),
-            "steps_with_pairs": sum(bool(g) for g in results),
+            "steps_with_pairs": sum(bool(g) for g in results), "refused": len(refused),
             "by_reason": dict(Counter(p["rejected_why"].split(" [")[0] for p in pairs)),
             "by_kind": dict(Counter(p["kind"] for p in pairs))}
 

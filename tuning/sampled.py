@@ -20,7 +20,7 @@ from agents.config import AgentConfig
 from agents.model import ChatModel
 from tools.context import ToolContext
 from tools.toolsets import build_registry
-from tuning.generate import run_all, stats, write
+from tuning.generate import run_all, stats, with_bar, write
 from tuning.play import Outcome, play
 from tuning.plan import Task
 from tuning.tasks import build
@@ -59,10 +59,6 @@ def sample_gold(runtime_url: str, worker_url: str, out: Path, tasks: int, seed: 
 
 
 def main(argv: list[str] | None = None) -> None:
-    from tqdm import tqdm
-
-    from tuning.worker import local_worker
-
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runtime", required=True, help="the runtime's URL, serving the model that plays")
     p.add_argument("--worker", help="the worker's URL (default: start one in a temporary home)")
@@ -73,16 +69,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--temperature", type=float, default=0.7)
     p.add_argument("--threads", type=int, default=8)
     args = p.parse_args(argv)
-    with tqdm(total=args.tasks, desc="tasks", unit="task") as bar:
-        def progress(done: int, total: int) -> None:
-            bar.update(done - bar.n)
-        run = lambda url: sample_gold(args.runtime, url, args.out, args.tasks, args.seed, args.tries,  # noqa: E731
-                                      args.temperature, progress, args.threads)
-        if args.worker:
-            result = run(args.worker)
-        else:
-            with local_worker() as url:
-                result = run(url)
+    result = with_bar(args.worker, args.tasks, lambda url, progress: sample_gold(
+        args.runtime, url, args.out, args.tasks, args.seed, args.tries, args.temperature, progress, args.threads))
     print(json.dumps(result, indent=2))
 
 

@@ -113,7 +113,7 @@ def next_turn(b: Builder, allowed: list[str]) -> TurnPlan:
 
 
 FLOWS = {"records": (4, records), "persistence": (2, persistence), "all_in_one": (1, all_in_one),
-         "knowledge": (1, knowledge), "memory": (1, memory), "chat": (1, chat), "recovery": (2, recovery),
+         "knowledge": (1, knowledge), "memory": (1, memory), "chat": (2, chat), "recovery": (2, recovery),
          "mixed": (4, mixed)}
 
 

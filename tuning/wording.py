@@ -15,6 +15,10 @@ KEEP = (
     "Track my {things} in a database please. First entries: {records}.",
     "Here are some {things} worth keeping: {records}. File them as rows, not as notes.",
     "Note down these {things} in sqlite: {records}",
+    "I'm tracking {things}. Make a table and put these in: {records}.",
+    "For my records -- {records}. Can you save them properly so I can ask questions about them later?",
+    "pls keep a log of {things}, starting with {records}",
+    "Set up somewhere to hold my {things} and enter {records}.",
 )
 ADD = (
     "Another one: {records}. Add it to the list.",
@@ -22,6 +26,8 @@ ADD = (
     "One more for the {things}: {records}.",
     "Please also record {records}.",
     "Put this in with the others: {records}.",
+    "New entry: {records}.",
+    "I have another of my {things} to log: {records}.",
 )
 UPDATE = (
     "Correction: the {field} for {key} should be {new}, not {old}. Update it.",
@@ -58,12 +64,15 @@ LOOKUP = (
     "Can you query the stored {things} and tell me the {field} of {key}? I want the stored value, not your memory.",
     "double-check in sqlite: {key}, what {field}?",
     "Please verify against the records what {field} {key} has.",
+    "Go back to the table and read me the {field} stored for {key}.",
+    "What does the database say the {field} of {key} is? Query it, please.",
 )
 FROM_CONVERSATION = (
     "Remind me, what {field} did I give for {key}?",
     "Quick one: the {field} of {key} was what?",
     "What {field} did I say {key} had?",
     "sorry, what was {key}'s {field}?",
+    "Earlier I told you the {field} for {key} -- what was it?",
 )
 FILE = (
     'Put this into the knowledge base for later: "{passage}"',
@@ -71,18 +80,23 @@ FILE = (
     'Keep this paragraph in the knowledge base, it is reference material: "{passage}"',
     'store this text, I will want to search it some day -> "{passage}"',
     'Add to the knowledge base, word for word: "{passage}"',
+    'Here is some reference text for the knowledge base; keep it exactly: "{passage}"',
+    'save this passage for later lookups: "{passage}"',
 )
 SEARCH = (
     "{question} Search the knowledge base.",
     "Look in the knowledge base: {question}",
     "{question} It should be in the text I filed.",
     "search the docs you stored -- {question}",
+    "I filed something about this earlier. {question}",
+    "Can you find it in the knowledge base? {question}",
 )
 NOTE_PREF = (
     "Remember for next time that I prefer {pref}.",
     "Make a memory note: I like {pref}.",
     "please save to your memory that I prefer {pref}",
     "For future conversations, note that I'd rather have {pref}.",
+    "Keep in mind from now on: I prefer {pref}. Save that to memory.",
 )
 NOTE_WHERE = (
     "Jot down in your memory where the {things} live now.",
@@ -93,6 +107,7 @@ RECALL_PREF = (
     "What did I tell you I prefer? Check your notes.",
     "Do you have a note about my preferences? Look in memory.",
     "search your memory: which preference did I mention?",
+    "Remind me what preference I told you about -- check what you saved.",
 )
 RECALL_WHERE = (
     "Where did you keep my {things}? Look at your memory notes.",
@@ -124,15 +139,19 @@ SIMILAR = (
     "{question} Which of these texts answers that best?\n{options}",
     "Rank these by how close they are in meaning to \"{question}\" and give me the best one:\n{options}",
 )
-GREETING = ("Hello!", "hey there", "Good morning, how are things?", "Hi, are you there?", "Evening!")
+GREETING = ("Hello!", "hey there", "Good morning, how are things?", "Hi, are you there?", "Evening!",
+            "How are you today?", "hi! what can you help me with?")
 THANKS = ("Thanks, that's all for now.", "great, cheers", "Perfect, thank you.", "ok bye for now",
-          "That's everything, thanks a lot!")
+          "That's everything, thanks a lot!", "Thanks! Nothing else.", "cheers, that's it")
 IRRELEVANT = {
     "multiply": ("What is {a} times {b}?", "quick maths: {a} x {b}?", "Multiply {a} by {b} for me."),
     "add": ("What's {a} plus {b}?", "add {a} and {b}"),
     "reverse": ("Spell the word '{word}' backwards.", "reverse the letters of {word}"),
     "celsius": ("How much is {a} degrees Celsius in Fahrenheit?", "convert {a} C to F"),
     "count": ("How many letters are in the word '{word}'?", "count the letters in {word}"),
+    "subtract": ("What is {a} minus {b}?", "{a} - {b} = ?"),
+    "upper": ("Write '{word}' in capital letters.", "uppercase this word: {word}"),
+    "minutes": ("How many minutes are there in {a} hours?", "convert {a} hours to minutes"),
 }
 WORDS = ("harbour", "lantern", "meadow", "circuit", "granite", "velvet", "orchard", "compass", "thimble")
 

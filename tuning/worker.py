@@ -24,13 +24,13 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def local_worker() -> Iterator[str]:
-    """The URL of a fresh worker, for the duration of the block."""
+def local_worker(env: dict[str, str] | None = None) -> Iterator[str]:
+    """The URL of a fresh worker, for the duration of the block (`env` added to its environment)."""
     with tempfile.TemporaryDirectory(prefix="samevm-tuning-") as home:
         port, log_path = free_port(), Path(home) / "worker.log"
         with log_path.open("w") as log:
             proc = subprocess.Popen([sys.executable, "-m", "samevm", "--home", home, "worker", "--port", str(port)],
-                                    env={**os.environ, "HF_HUB_OFFLINE": "1"}, stdout=log, stderr=subprocess.STDOUT)
+                                    env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}, stdout=log, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
         try:
             deadline = time.monotonic() + START_TIMEOUT_S

@@ -10,9 +10,6 @@ from collections import Counter
 import jsonschema
 import pytest
 
-from agents.checks import Probe
-from tools.context import ToolContext
-from tools.toolsets import build_registry
 from tuning.generate import generate
 from tuning.play import play
 from tuning.plan import Step
@@ -27,14 +24,6 @@ def generated(worker_url, tmp_path_factory):
     seen = []
     stats = generate(worker_url, out, TASKS, SEED, progress=lambda done, total: seen.append((done, total)), threads=4)
     return stats, [json.loads(line) for line in out.read_text().splitlines()], seen
-
-
-@pytest.fixture
-def shared(worker_url):
-    registry = build_registry(ToolContext(worker_url=worker_url))
-    probe = Probe(worker_url, registry)
-    yield registry, probe
-    probe.close()
 
 
 def test_every_generated_task_passes_its_checks(generated):

@@ -9,7 +9,7 @@ import pytest
 from dev.synthetic import Shape
 from tests.runtime.server.conftest import start_server
 from tuning.generate import generate
-from tuning.rejected import sample_rejected, wrong
+from tuning.rejected import said_by_agent, sample_rejected, wrong
 
 
 def reply(content: str = "", *calls: tuple[str, dict]) -> dict:
@@ -19,6 +19,8 @@ def reply(content: str = "", *calls: tuple[str, dict]) -> dict:
 
 
 INSERT = ("sql_exec", {"db": "garage", "sql": "INSERT INTO services (job, cost) VALUES ('oil change', 84.5)"})
+CONTEXT = said_by_agent([{"role": "user", "content": "Keep my car services."},
+                         {"role": "assistant", "content": "I created the services table of the SQLite database garage."}])
 
 
 @pytest.mark.parametrize("sampled, why", [
@@ -33,7 +35,16 @@ INSERT = ("sql_exec", {"db": "garage", "sql": "INSERT INTO services (job, cost) 
     (reply("", INSERT, INSERT), "other tools or order"),
 ])
 def test_wrong_actions_are_named(sampled, why):
-    assert wrong(reply("", INSERT), sampled).startswith(why)
+    assert wrong(reply("", INSERT), sampled, context=CONTEXT).startswith(why)
+
+
+def test_names_the_conversation_has_not_given_are_the_models_choice():
+    create = ("sql_exec", {"db": "garage", "sql": "CREATE TABLE IF NOT EXISTS services (job TEXT, cost REAL)"})
+    mine = ("sql_exec", {"db": "car", "sql": "CREATE TABLE jobs (job TEXT, cost REAL)"})
+    users_words = said_by_agent([{"role": "user", "content": "Keep my car services in the garage database."}])
+    assert wrong(reply("", create), reply("", mine), context=users_words) is None
+    assert wrong(reply("", INSERT), reply("", ("sql_exec", {**INSERT[1], "db": "car"})), context=CONTEXT) == \
+        "another database"
 
 
 def test_the_same_action_in_other_words_is_not_wrong():
@@ -65,6 +76,6 @@ def test_sampled_rejected_replies_differ_from_the_chosen(worker_url, tiny_server
     assert stats["examples"] == 4 and stats["pairs"] == len(pairs) > 0
     for p in pairs:
         assert p["rejected"] != p["chosen"] and p["rejected"]["role"] == "assistant"
-        assert wrong(p["chosen"], p["rejected"], p.get("keys")) == p["rejected_why"]
+        assert wrong(p["chosen"], p["rejected"], p.get("keys"), said_by_agent(p["messages"])) == p["rejected_why"]
         original = next(r for r in picked if r["id"] == p["id"])
         assert {k: p[k] for k in original} == original

@@ -2,12 +2,7 @@
 fails its checks are kept, and none of the steps that were the model's own mistakes."""
 from __future__ import annotations
 
-import pytest
-
-from agents.checks import Probe
 from agents.model import Call, Reply
-from tools.context import ToolContext
-from tools.toolsets import build_registry
 from tuning.oracle import Oracle
 from tuning.play import play
 from tuning.tasks import build
@@ -19,7 +14,7 @@ class RightThenWrong:
 
     def __init__(self, task, good: int):
         self.task, self.good, self.oracle = task, good, Oracle("x")
-        self.turn, self.at = -1, 0
+        self.turn = -1
 
     def complete(self, messages, tools=None, tool_choice="auto", max_tokens=256, temperature=0.0, seed=None,
                  parallel=True, text_regex=None) -> Reply:
@@ -35,14 +30,6 @@ class RightThenWrong:
         if turn < self.good:
             return self.oracle.complete(messages, tools, tool_choice)
         return Reply("Sure, all done.", [], "stop")
-
-
-@pytest.fixture
-def shared(worker_url):
-    registry = build_registry(ToolContext(worker_url=worker_url))
-    probe = Probe(worker_url, registry)
-    yield registry, probe
-    probe.close()
 
 
 def test_turns_after_the_first_failing_one_and_the_models_mistakes_are_not_kept(shared):

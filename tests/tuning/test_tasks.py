@@ -1,0 +1,76 @@
+"""The task plans, without a worker: the variety the generator promises is there, every turn
+offers the tools its gold steps call, and no plan's text overlaps the evaluation suites."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from agents import prompts
+from tools.context import ToolContext
+from tools.toolsets import build_registry
+from tuning.disjoint import Fence
+from tuning.offer import PARAPHRASES
+from tuning.tasks import FLOWS, build
+
+N = 400
+
+
+@pytest.fixture(scope="module")
+def plans():
+    schemas = build_registry(ToolContext()).openai_tools()
+    return schemas, [build(i, 1, schemas) for i in range(N)]
+
+
+def test_plans_are_deterministic(plans):
+    schemas, tasks = plans
+    again = build(7, 1, schemas)
+    assert [t.user for t in again.turns] == [t.user for t in tasks[7].turns]
+    assert [t.user for t in build(7, 2, schemas).turns] != [t.user for t in tasks[7].turns]
+
+
+def test_the_plans_vary_as_promised(plans):
+    schemas, tasks = plans
+    turns = [t for task in tasks for t in task.turns]
+    assert {t.workflow for t in tasks} == set(FLOWS)
+    assert len({t.domain for t in tasks}) >= 20
+    assert {len(t.turns) for t in tasks} >= set(range(1, 11))
+    kinds = Counter(t.kind for t in turns)
+    assert {"keep", "add", "update", "delete", "query", "lookup", "from_conversation", "file", "search", "note",
+            "recall", "note_in_message", "small_talk", "irrelevant", "all_in_one", "recall_all"} <= set(kinds)
+    assert any(t.new_session for t in turns) and any(t.faults for t in turns)
+    assert any(s.fails and not s.train for t in turns for s in t.steps)            # a wrong statement, then its fix
+    assert any(len(s.calls) >= 3 for t in turns for s in t.steps)                  # several calls in one reply
+    assert len({len(t.tools) for t in turns}) >= 8                                 # offers of many sizes
+    orders = {tuple(x["function"]["name"] for x in t.tools) for t in turns if len(t.tools) >= 3}
+    assert len(orders) > N / 2
+    defaults = {s["function"]["name"]: s["function"]["description"] for s in schemas}
+    schemas_by_name = {s["function"]["name"]: s["function"]["parameters"] for s in schemas}
+    reworded = [x for t in turns for x in t.tools if x["function"]["description"] != defaults[x["function"]["name"]]]
+    assert reworded and all(x["function"]["name"] in PARAPHRASES for x in reworded)
+    bare = [x for t in turns for x in t.tools if x["function"]["parameters"]["properties"]
+            and not any("description" in p for p in x["function"]["parameters"]["properties"].values())]
+    assert bare and all(x["function"]["parameters"]["required"] == schemas_by_name[x["function"]["name"]]["required"]
+                        for x in bare)
+    systems = Counter(t.system == prompts.SYSTEM for t in tasks)
+    assert systems[True] > systems[False] > N / 10
+
+
+def test_every_turn_offers_what_its_gold_calls_and_no_tool_turns_offer_something(plans):
+    _, tasks = plans
+    for task in tasks:
+        for t in task.turns:
+            offered = {x["function"]["name"] for x in t.tools}
+            assert t.needs <= offered, (task.id, t.kind)
+            assert offered, (task.id, t.kind)
+            assert t.steps[-1].answer is not None and all(s.calls for s in t.steps[:-1])
+
+
+def test_no_plan_text_overlaps_the_suites(plans):
+    _, tasks = plans
+    fence = Fence()
+    leaks = [(task.id, leak) for task in tasks for t in task.turns
+             for text in [t.user] + [json.dumps(a, ensure_ascii=False) for s in t.steps for _, a in s.calls]
+             for leak in fence.leaks(text)]
+    assert not leaks, leaks[:5]

@@ -1,0 +1,191 @@
+"""Turns about a table of records: keep (CREATE TABLE, then INSERTs, in one reply or in
+steps), add, update, delete, aggregate queries answered with the value returned, a look-up
+made again even when the conversation has the value, and a question answered from the
+conversation without a tool. Recovery is planned here too: a wrong statement first (no
+table yet, a guessed column, a SELECT sent to sql_exec) and its fix. A mixin of
+blocks.Builder, whose state (the table, what the session has said) it reads and updates."""
+from __future__ import annotations
+
+from decimal import ROUND_HALF_UP, Decimal
+
+from agents.suite import Expect, SqlExpect
+from tuning import answers as A
+from tuning import wording as W
+from tuning.plan import Step, TurnPlan
+from tuning.records import fmt
+
+EVERY_STORE = ["sql_exec", "sql_query", "rag_ingest", "rag_search", "memory_add", "memory_search", "memory_read"]
+
+
+class SqlTurns:
+    def keep(self, n: int, wrong_first: bool = False) -> TurnPlan:
+        t, rng = self.table, self.rng
+        records = []
+        for _ in range(n):
+            records.append(t.new_record(rng))
+            t.rows.append(records[-1])
+        # after a failed INSERT the fix must differ from it: the loop does not run a failed call again
+        wrong_first = wrong_first and n > 1 and not t.created
+        one = (n == 1 or rng.random() < 0.6) and not wrong_first
+        inserts = [t.insert(records, rng.random() < 0.5)] if one else [t.insert([r], rng.random() < 0.5) for r in records]
+        calls = [("sql_exec", {"db": t.db, "sql": s}) for s in inserts]
+        steps = self.find_table() if t.created else []
+        if not t.created:
+            create = ("sql_exec", {"db": t.db, "sql": t.create()})
+            if wrong_first:
+                wrong = ("sql_exec", {"db": t.db, "sql": t.insert(records)})
+                steps += [Step([wrong], fails=True, train=False), Step([create] + calls)]
+            elif rng.random() < 0.5:
+                steps += [Step([create] + calls)]
+            else:
+                steps += [Step([create]), Step(calls)]
+        else:
+            steps += [Step(calls)] if rng.random() < 0.6 else [Step([c]) for c in calls]
+        created, t.created, self.knows_table = not t.created, True, True
+        for r in records:
+            self.said[r[self.d.key.name]] = dict(r)
+        where = self.where()
+        stored = "; ".join(", ".join(fmt(v) for v in r.values()) for r in records)   # now: a later turn may update a row
+        opening = rng.choice(["Done.", "Saved.", "All stored.", "Okay."])
+
+        def answer(results):
+            n_rows = A.stored_rows(results)
+            made = f"I created {where} and " if created else f"In {where} I "
+            return f"{opening} {made}stored {n_rows} row{'s' * (n_rows != 1)}: {stored}."
+        template = W.KEEP if created else W.ADD
+        user = self.pick(template, records=self.records_phrase(records))
+        expect = Expect(called=["sql_exec"], not_called=["rag_ingest", "memory_add"],
+                        answer_contains=[fmt(v) for r in records for v in r.values()],
+                        sql=[SqlExpect(contains=[fmt(v) for v in r.values()], same_row=True) for r in records])
+        return self.turn(user, steps + [Step(answer=answer)], "keep" if created else "add", expect)
+
+    def update(self) -> TurnPlan:
+        t, rng = self.table, self.rng
+        row = rng.choice(t.rows)
+        f = rng.choice(self.numeric())
+        old, key = row[f.name], row[self.d.key.name]
+        new = f.draw(rng)
+        while new == old:
+            new = f.draw(rng)
+        row[f.name] = new
+        self.said[key] = dict(row)
+        sql = f"UPDATE {t.name} SET {f.name} = {fmt(new)} WHERE {t.where(key)}"
+        absent = [key, fmt(old)] if len(fmt(old)) >= 3 and not t.has_row_with(key, old) else []
+        expect = Expect(called=["sql_exec"], sql=[SqlExpect(contains=[key, fmt(new)], same_row=True, absent=absent)])
+        steps = self.find_table() + [Step([("sql_exec", {"db": t.db, "sql": sql})])]
+        where = self.where()
+
+        def answer(results):
+            n = A.stored_rows(results)
+            return f"Updated {n} row in {where}: {key} now has {f.words} {fmt(new)}." if n else \
+                f"No row of {where} matched {key}; nothing changed."
+        user = self.pick(W.UPDATE, field=f.words, key=key, new=fmt(new), old=fmt(old))
+        return self.turn(user, steps + [Step(answer=answer)], "update", expect)
+
+    def delete(self) -> TurnPlan:
+        t = self.table
+        row = self.rng.choice(t.rows)
+        key = row[self.d.key.name]
+        t.rows.remove(row)
+        self.said.pop(key, None)
+        absent = [] if t.has_row_with(key) else [key]
+        others = [r[self.d.key.name] for r in t.rows]
+        expect = Expect(called=["sql_exec"], sql=[SqlExpect(contains=others, min_rows=len(others), absent=absent)])
+        steps = self.find_table() + [Step([("sql_exec", {"db": t.db, "sql": f"DELETE FROM {t.name} WHERE {t.where(key)}"})])]
+        where = self.where()
+        return self.turn(self.pick(W.DELETE, key=key), steps + [Step(
+            answer=lambda results: f"Deleted {A.stored_rows(results)} row ({key}) from {where}.")], "delete", expect)
+
+    def query(self) -> TurnPlan | None:
+        """An aggregate over the stored rows, answered with the value the query returned."""
+        t, rng, key = self.table, self.rng, self.d.key.name
+        m = self.d.field(self.d.measure)
+        values = [r[m.name] for r in t.rows]
+        op = rng.choice(list(W.QUERY))
+        threshold = None
+        if op == "sum":
+            sql, want = f"SELECT {'ROUND(SUM(%s), 2)' % m.name if m.kind == 'real' else 'SUM(%s)' % m.name} AS total FROM {t.name}", \
+                [fmt(round(sum(values), 2) if m.kind == "real" else sum(values))]
+        elif op == "count":
+            sql, want = f"SELECT COUNT(*) FROM {t.name}", [str(len(values))]
+        elif op == "avg":
+            mean = (Decimal(str(sum(values))) / len(values)).quantize(Decimal("0.01"), ROUND_HALF_UP)  # as SQLite rounds
+            sql, want = f"SELECT ROUND(AVG({m.name}), 2) AS average FROM {t.name}", [fmt(float(mean))]
+        elif op in ("max", "min"):
+            best = (max if op == "max" else min)(values)
+            if values.count(best) > 1:
+                return None
+            row = next(r for r in t.rows if r[m.name] == best)
+            sql = f"SELECT {key}, {m.name} FROM {t.name} ORDER BY {m.name} {'DESC' if op == 'max' else 'ASC'} LIMIT 1"
+            want = [row[key], fmt(best)]
+        else:
+            ordered = sorted(set(values))
+            if len(ordered) < 2:
+                return None
+            threshold = int(ordered[rng.randrange(len(ordered) - 1)])
+            above = [r for r in t.rows if r[m.name] > threshold]
+            if not above or len(above) == len(t.rows):
+                return None
+            sql = f"SELECT {key}, {m.name} FROM {t.name} WHERE {m.name} > {threshold} ORDER BY {m.name}"
+            want = [r[key] for r in above]
+        where = self.where()
+        steps = self.find_table() + self.wrong_query(sql) + [Step([("sql_query", {"db": t.db, "sql": sql})])]
+        user = self.pick(W.QUERY[op], measure=m.words, threshold=threshold)
+
+        label = {"sum": f"The total {m.words} is", "count": f"The number of {self.d.things} stored is",
+                 "avg": f"The average {m.words} is", "max": f"The highest {m.words} is",
+                 "min": f"The lowest {m.words} is", "above": f"Above {threshold}:"}[op]
+
+        def answer(results):
+            return f"{label} {A.rows_phrase(A.last_rows(results))} (from {where})."
+        expect = Expect(called=["sql_query"], not_called=[] if any(s.fails for s in steps) else ["sql_exec"],
+                        answer_contains=want)
+        return self.turn(user, steps + [Step(answer=answer)], "query", expect, want)
+
+    def wrong_query(self, sql: str) -> list[Step]:
+        """Sometimes a first try that fails: the SELECT sent to sql_exec."""
+        if self.rng.random() < 0.1:
+            return [Step([("sql_exec", {"db": self.table.db, "sql": sql})], fails=True, train=False)]
+        return []
+
+    def lookup(self, again: bool = True) -> TurnPlan:
+        """The user asks to check a stored value: the query is made even when the conversation
+        has the value. A guessed column name first fails, sometimes, and the schema is read."""
+        t, rng = self.table, self.rng
+        row = rng.choice(t.rows)
+        f = rng.choice(self.d.fields[1:])
+        key = row[self.d.key.name]
+        sql = f"SELECT {f.name} FROM {t.name} WHERE {t.where(key)}"
+        steps = self.find_table()
+        if rng.random() < 0.12:
+            guess = "_".join(f.words.split()[:2])
+            guess += "_value" if guess.lower() == f.name.lower() else ""      # SQLite names ignore case
+            steps += [Step([("sql_query", {"db": t.db, "sql": sql.replace(f"SELECT {f.name}", f"SELECT {guess}")})],
+                           fails=True, train=False),
+                      Step([("sql_query", {"db": t.db, "sql": f"SELECT sql FROM sqlite_master WHERE name = '{t.name}'"})])]
+        else:
+            steps += self.wrong_query(sql)
+        steps.append(Step([("sql_query", {"db": t.db, "sql": sql})]))
+        where = self.where()
+        self.said[key] = dict(row)
+        phrase = rng.choice(["The {field} of {key} is {value}, as stored in {where}.",
+                             "In {where}, {key} has {field} {value}.",
+                             "I checked {where}: {key} has {field} {value}."])
+
+        def answer(results):
+            rows = A.last_rows(results)
+            return phrase.format(field=f.words, key=key, value=fmt(rows[0][0]), where=where) if rows else \
+                f"{where} has no row for {key}."
+        user = self.pick(W.LOOKUP, field=f.words, key=key)
+        expect = Expect(called=["sql_query"], answer_contains=[fmt(row[f.name])])
+        return self.turn(user, steps + [Step(answer=answer)], "lookup", expect, [fmt(row[f.name])])
+
+    def from_conversation(self) -> TurnPlan:
+        key = self.rng.choice(sorted(self.said))
+        f = self.rng.choice(self.d.fields[1:])
+        value = fmt(self.said[key][f.name])
+        user = self.pick(W.FROM_CONVERSATION, field=f.words, key=key)
+        expect = Expect(not_called=EVERY_STORE, answer_contains=[value])
+        return self.turn(user, [Step(answer=lambda _: f"You gave {key} a {f.words} of {value}.")],
+                         "from_conversation", expect, [value])
+

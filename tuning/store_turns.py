@@ -1,0 +1,209 @@
+"""Turns about the knowledge base, memory and no store at all: file background text and
+search it, list what is filed, rank texts by meaning, save a memory note and recall it,
+answer from a note in the user's own message, small talk, requests no tool fits, everything
+in one request, and a recall from every store saying where each answer came from. A mixin
+of blocks.Builder."""
+from __future__ import annotations
+
+import re
+
+from agents.suite import Expect, MemoryExpect, RagExpect
+from tuning import answers as A
+from tuning import wording as W
+from tuning.plan import Step, TurnPlan
+from tuning.records import fmt
+from tuning.sql_turns import EVERY_STORE
+
+WRITES = ["sql_exec", "rag_ingest", "memory_add"]
+FILED = ('Filed in the knowledge base as "{source}".', 'Stored the text in the knowledge base under "{source}".',
+         'Done: the passage is in the knowledge base (source "{source}").')
+STOP = {"a", "an", "the", "of", "for", "to", "in", "on", "at", "is", "and", "or", "after", "with", "by", "its"}
+
+
+def slug(text: str, words: int = 3) -> str:
+    return "-".join(re.findall(r"[a-z0-9]+", text.lower())[:words])
+
+
+class StoreTurns:
+    def background(self, filing: bool = False) -> tuple[str, str, str, str]:
+        """(source, passage, question, key) of a kind of passage not filed yet in this task: two of
+        one kind with other numbers would contradict each other."""
+        rng = self.rng
+        b = rng.choice([b for b in self.d.backgrounds if b not in self.passages_used] or self.d.backgrounds)
+        if filing:
+            self.passages_used.add(b)
+        slots = {"k": rng.choice(self.d.subject.pool), "n": rng.randint(2, 40), "m": rng.randint(100, 9000),
+                 "p": rng.randint(5, 60)}
+        passage, question, key = b.text.format(**slots), b.question.format(**slots), b.key.format(**slots)
+        options = [slug(self.d.name) + "-notes", slug(self.d.things, 1) + "-" + slug(slots["k"]),
+                   "-".join(w for w in slug(passage, 8).split("-") if w not in STOP)[:40].strip("-")]
+        taken = {f[0] for f in self.filed}          # a new text under a taken source would replace it
+        source = rng.choice([o for o in options if o not in taken] or [f"{options[0]}-{len(taken) + 1}"])
+        return source, passage, question, key
+
+    def file(self) -> TurnPlan:
+        source, passage, question, key = self.background(filing=True)
+        self.filed.append((source, passage, question, key))
+        reply = self.rng.choice(FILED).format(source=source)
+        expect = Expect(called=["rag_ingest"], not_called=["sql_exec"],
+                        rag=[RagExpect(query=question, contains=[key], k=3)])
+        steps = [Step([("rag_ingest", {"text": passage, "source": source})]),
+                 Step(answer=lambda results: reply)]
+        return self.turn(self.pick(W.FILE, passage=passage), steps, "file", expect)
+
+    def search(self) -> TurnPlan:
+        source, passage, question, key = self.rng.choice(self.filed)
+        args = {"query": question} if self.rng.random() < 0.6 else {"query": question, "k": self.rng.choice([2, 3])}
+
+        def answer(results):
+            found = A.hit_passages(results, passage)
+            return f'The knowledge base says (source "{source}"): {found}' if found else \
+                "The knowledge base has nothing on that."
+        expect = Expect(called=["rag_search"], not_called=WRITES, answer_contains=[key])
+        return self.turn(self.pick(W.SEARCH, question=question), [Step([("rag_search", args)]), Step(answer=answer)],
+                         "search", expect, [key])
+
+    def documents(self) -> TurnPlan:
+        """What the knowledge base holds, from its own list."""
+        sources = [f[0] for f in self.filed]
+
+        def answer(results):
+            listed = [doc["source"] for d in A.ok_data(results) for doc in d.get("documents", [])]
+            return "The knowledge base holds: " + (", ".join(listed) if listed else "nothing yet") + "."
+        expect = Expect(called=["rag_documents"], not_called=WRITES, answer_contains=sources)
+        return self.turn(self.pick(W.DOCUMENTS), [Step([("rag_documents", {})]), Step(answer=answer)], "documents",
+                         expect, sources)
+
+    def similar(self, others: list[str]) -> TurnPlan:
+        """Which of a few texts is closest in meaning to a question, by the embedding model."""
+        _, passage, question, key = self.background()
+        candidates = others + [passage]
+        self.rng.shuffle(candidates)
+
+        def answer(results):
+            ranked = [r["text"] for d in A.ok_data(results) for r in d.get("results", [])]
+            return f'The closest in meaning is: "{ranked[0]}"' if ranked else "I could not score them."
+        expect = Expect(called=["similarity"], not_called=WRITES, answer_contains=[key])
+        user = self.pick(W.SIMILAR, question=question, options="\n".join(f"- {c}" for c in candidates))
+        return self.turn(user, [Step([("similarity", {"text": question, "candidates": candidates})]),
+                                Step(answer=answer)], "similar", expect, [key])
+
+    def note(self, where: bool | None = None) -> TurnPlan:
+        """A memory note: where the table is (`where`), or a preference; None: either."""
+        rng = self.rng
+        if where is None:
+            where = not self.where_note and self.table.created and rng.random() < 0.6
+        if where:
+            self.where_note = True
+            text = f"The user's {self.d.things} are kept in {self.where()}."
+            user, want = self.pick(W.NOTE_WHERE), [self.table.db, self.table.name]
+        else:
+            pref = rng.choice([p for p in self.d.prefs if p not in self.prefs] or self.d.prefs)
+            self.prefs.append(pref)
+            text = rng.choice([f"Preference: the user prefers {pref}.",
+                               f"User preference ({self.d.things}): the user prefers {pref}."])
+            user, want = self.pick(W.NOTE_PREF, pref=pref), [pref]
+        args = {"text": text}
+        if rng.random() < 0.4:
+            args["tags"] = [slug(self.d.things, 1), "location" if self.table.db in want else "preference"]
+        expect = Expect(called=["memory_add"], not_called=["sql_exec", "rag_ingest"], memory=[MemoryExpect(contains=want)])
+        return self.turn(user, [Step([("memory_add", args)]), Step(answer=lambda _: f"Noted: {text}")], "note", expect)
+
+    def recall(self) -> TurnPlan:
+        pref = self.rng.choice(self.prefs)
+        query = self.rng.choice(["prefers", "preference", pref])
+        call = ("memory_search", {"query": query}) if self.rng.random() < 0.8 else ("memory_read", {})
+
+        def answer(results):
+            hits = [n for n in A.notes(results) if pref in n]
+            return f"Your note says: {hits[0]}" if hits else "I have no note about that."
+        expect = Expect(called_any=[["memory_search", "memory_read"]], not_called=WRITES, answer_contains=[pref])
+        return self.turn(self.pick(W.RECALL_PREF), [Step([call]), Step(answer=answer)], "recall", expect, [pref])
+
+    def note_in_message(self) -> TurnPlan:
+        record = self.table.new_record(self.rng)
+        f = self.rng.choice(self.d.fields[1:])
+        key, value = record[self.d.key.name], fmt(record[f.name])
+        fact = f"{key}: {f.words} {value}."
+        question = f"what {f.words} does {key} have?"
+        expect = Expect(not_called=EVERY_STORE, answer_contains=[value])
+        return self.turn(self.pick(W.NOTE_IN_MESSAGE, fact=fact, question=question),
+                         [Step(answer=lambda _: f"By your note, {key} has {f.words} {value}.")], "note_in_message",
+                         expect, [value])
+
+    def small_talk(self, closing: bool = False) -> TurnPlan:
+        if closing:
+            user, reply = self.rng.choice(W.THANKS), self.rng.choice(["You're welcome!", "Glad to help. Bye!",
+                                                                       "Any time."])
+        else:
+            user = self.rng.choice(W.GREETING)
+            reply = f"Hello! I can keep your {self.d.things} in a database, file background text and remember notes."
+        return self.turn(user, [Step(answer=lambda _: reply)], "small_talk", Expect(not_called=EVERY_STORE))
+
+    def irrelevant(self) -> TurnPlan:
+        rng = self.rng
+        op = rng.choice(list(W.IRRELEVANT))
+        a, b, word = rng.randint(3, 99), rng.randint(3, 99), rng.choice(W.WORDS)
+        value = {"multiply": a * b, "add": a + b, "reverse": word[::-1], "celsius": fmt(a * 9 / 5 + 32),
+                 "count": len(word), "subtract": a - b, "upper": word.upper(), "minutes": a * 60}[op]
+        user = W.pick(rng, W.IRRELEVANT[op], a=a, b=b, word=word)
+        answer = {"multiply": f"{a} times {b} is {value}.", "add": f"{a} plus {b} is {value}.",
+                  "reverse": f"'{word}' backwards is '{value}'.", "celsius": f"{a} degrees Celsius is {value} degrees Fahrenheit.",
+                  "count": f"'{word}' has {value} letters.", "subtract": f"{a} minus {b} is {value}.",
+                  "upper": f"In capitals: {value}", "minutes": f"{a} hours is {value} minutes."}[op]
+        return self.turn(user, [Step(answer=lambda _: answer)], "irrelevant",
+                         Expect(not_called=EVERY_STORE, answer_contains=[str(value)]), [str(value)])
+
+    # -- several stores -----------------------------------------------------------------------
+    def all_in_one(self) -> TurnPlan:
+        kept = self.keep(self.rng.randint(1, 3))
+        filed = self.file()
+        self.where_note = True
+        pref = self.rng.choice(self.d.prefs)
+        self.prefs.append(pref)
+        text = f"Preference: the user prefers {pref}. The {self.d.things} are in {self.where()}; background is in the knowledge base as \"{filed.steps[0].calls[0][1]['source']}\"."
+        calls = [c for s in kept.steps if s.calls for c in s.calls] + filed.steps[0].calls + [("memory_add", {"text": text})]
+        if self.rng.random() < 0.5:
+            steps = [Step(calls)]
+        else:
+            steps = [s for s in kept.steps if s.calls] + [filed.steps[0], Step([calls[-1]])]
+        source = filed.steps[0].calls[0][1]["source"]
+        where = self.where()
+        steps.append(Step(answer=lambda results: f"Stored {A.stored_rows(results)} rows in {where}, filed the text as "
+                                                 f'"{source}" in the knowledge base, and saved a memory note.'))
+        expect = Expect(called=["sql_exec", "rag_ingest", "memory_add"], sql=kept.expect.sql, rag=filed.expect.rag,
+                        memory=[MemoryExpect(contains=[pref])])
+        records = [r for r in self.table.rows[-len(kept.expect.sql):]]
+        user = self.pick(W.ALL_IN_ONE, records=self.records_phrase(records), passage=filed.steps[0].calls[0][1]["text"],
+                         pref=pref)
+        return self.turn(user, steps, "all_in_one", expect)
+
+    def recall_all(self) -> TurnPlan:
+        t, rng = self.table, self.rng
+        row = rng.choice(t.rows)
+        f = rng.choice(self.d.fields[1:])
+        key = row[self.d.key.name]
+        source, passage, question, bkey = rng.choice(self.filed)
+        pref = self.prefs[-1]
+        sql = ("sql_query", {"db": t.db, "sql": f"SELECT {f.name} FROM {t.name} WHERE {t.where(key)}"})
+        search = ("rag_search", {"query": question})
+        memory = ("memory_search", {"query": "prefers"})
+        if self.knows_table:
+            steps = [Step([sql, search, memory])] if rng.random() < 0.5 else [Step([sql]), Step([search]), Step([memory])]
+        else:
+            self.knows_table = True
+            steps = [Step([("memory_search", {"query": self.d.things + " prefers"})]), Step([sql, search])]
+        where = self.where()
+
+        def answer(results):
+            rows, found = A.last_rows(results), A.hit_passages(results, passage)
+            mem = [n for n in A.notes(results) if pref in n]
+            return (f"From the database ({where}): the {f.words} of {key} is {fmt(rows[0][0]) if rows else 'not stored'}. "
+                    f'From the knowledge base ("{source}"): {found or "nothing found"} '
+                    f"From memory: {mem[0] if mem else 'no note found'}")
+        want = [fmt(row[f.name]), bkey, pref]
+        expect = Expect(called=["sql_query", "rag_search"], called_any=[["memory_search", "memory_read"]],
+                        not_called=WRITES, answer_contains=want)
+        user = self.pick(W.RECALL_ALL, field=f.words, key=key, question=question)
+        return self.turn(user, steps + [Step(answer=answer)], "recall_all", expect, want)
+
