@@ -95,6 +95,15 @@ def test_a_call_that_failed_for_good_is_not_run_again(agent_for, registry, count
     assert [s.kind for s in turn.steps] == ["tool_error", "repeat", "answer"] and len(counter.calls) == 1
 
 
+def test_a_failed_call_runs_again_once_another_call_has_succeeded_since(agent_for, registry, counter):
+    # an INSERT refused for a missing table, the CREATE TABLE, the same INSERT: it must run
+    agent, _ = agent_for([call("broken", reason="x"), call("add", a=1, b=1), call("broken", reason="x"),
+                          call("broken", reason="x"), text("Still failing.")])
+    turn = agent.run("go", registry.openai_tools())
+    assert counter.calls == [("broken", {"reason": "x"}), ("add", {"a": 1, "b": 1}), ("broken", {"reason": "x"})]
+    assert [s.kind for s in turn.steps] == ["tool_error", "calls", "tool_error", "repeat", "answer"]
+
+
 def test_a_repeat_beside_a_new_call_does_not_block_it(agent_for, registry, counter):
     agent, _ = agent_for([call("add", a=1, b=2), calls(("add", {"a": 1, "b": 2}), ("add", {"a": 3, "b": 4})),
                           text("3 and 7")])
