@@ -22,7 +22,7 @@ from pathlib import Path
 
 from samevm.settings import Settings
 from samevm.supervisor import Stack
-from samevm.tune_report import Bars
+from samevm.tune_report import Bars, save
 from training.params import OrpoParams, SftParams
 
 
@@ -192,7 +192,9 @@ def run(settings: Settings, cfg: TuneConfig, bars: Bars) -> dict:
     report: dict = {"base": str(cfg.base), "config": {"tasks": cfg.tasks, "seed": cfg.seed, "suites": cfg.suites,
                     "seeds": cfg.seeds, "temperature": cfg.temperature, "backend": cfg.backend}, "eval": {}}
     gather(settings, cfg, bars, report)
+    save(report, cfg.out)
     adapter, merged = train(settings, cfg, bars, report)
+    save(report, cfg.out)
     if cfg.suites:
         lora = serves_adapters()
         report["served_as"] = "base + adapter (--lora)" if lora else "merged GGUF"

@@ -13,6 +13,7 @@ from peft import PeftModel
 
 from dev.synthetic import Shape
 from samevm.cli import main
+from tests.stack_fixtures import CHILD_ENV
 from tests.training import agent_steps
 from training.adapter import CONFIG, WEIGHTS
 from training.hf_model import load_model
@@ -59,6 +60,8 @@ def test_tune_generates_on_a_stack_and_measures_base_and_tuned(tiny_gguf, tmp_pa
             progress(i + 1, tasks)
         return {"tasks": tasks, "steps": len(agent_steps.steps())}
 
+    for name, value in CHILD_ENV.items():     # the stack's children: torch on one thread (shared 2 cores)
+        monkeypatch.setenv(name, value)
     fake = types.ModuleType("tuning.generate")
     fake.generate = generate
     monkeypatch.setitem(sys.modules, "tuning", types.ModuleType("tuning"))
