@@ -5,11 +5,12 @@
     -> LoRA SFT on every step (training/sft.py) -> ORPO on the pairs, same adapter
     -> adapter + merged GGUF -> stack on base + adapter -> held-out suites -> report
 
-The stacks run under OUT/stack on free ports (never someone's running stack), and are stopped
-before training so that the GPU is the trainer's. The held-out suites are the agent suite
-library (agents/suites): the generator's tasks are disjoint from them by construction. The
-tuned model is served as base + adapter (`samevm serve --lora`) where the runtime has that
-option, else as the merged GGUF.
+Each stack has its own home (OUT/stack-base, OUT/stack-tuned: fresh stores, no revision
+resumed) and free ports (never someone's running stack); the base's is stopped before
+training so that the GPU is the trainer's. The held-out suites are the agent suite library
+(agents/suites): the generator's tasks are disjoint from them by construction. The tuned
+model is served as base + adapter (`samevm serve --lora`) where the runtime has that option,
+else as the merged GGUF.
 """
 from __future__ import annotations
 
@@ -54,26 +55,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def stack_for(settings: Settings, cfg: TuneConfig, model: Path, runtime_args: list[str] = ()) -> Stack:
-    home = cfg.out / "stack"
+def stack_for(settings: Settings, cfg: TuneConfig, label: str, model: Path, runtime_args: list[str] = ()) -> Stack:
+    """A stack of its own home (fresh stores) that serves exactly `model` (+ `runtime_args`):
+    --no-resume, so no revision a reload made active elsewhere takes its place."""
+    home = cfg.out / f"stack-{label}"
     ours = settings.model_copy(update={"home": home, "model": str(model), "backend": cfg.backend,
                                        "runtime_port": free_port(), "worker_port": free_port(),
                                        "mcp_port": free_port(), "console_port": free_port()})
-    return Stack(ours, attach=False, runtime_args=list(runtime_args))
+    return Stack(ours, attach=False, runtime_args=["--no-resume", *runtime_args])
 
 
 def serves_adapters() -> bool:
     """Whether this runtime's `samevm serve` takes --lora (else the tuned model is served merged)."""
-    import argparse
-
-    from samevm.commands import serve
-    parser = argparse.ArgumentParser()
-    serve.register(parser.add_subparsers())
-    return "--lora" in parser._subparsers._group_actions[0].choices["serve"]._option_string_actions
+    from samevm.cli import build_parser
+    args, _ = build_parser().parse_known_args(["serve", "--lora", "DIR"])
+    return getattr(args, "lora", None) == "DIR"
 
 
-def evaluate(stack: Stack, cfg: TuneConfig, label: str, bars: Bars) -> dict:
-    """{suite: {pass_rate, passed, runs, turns}} of the held-out suites on the running stack."""
+def evaluate(stack: Stack, cfg: TuneConfig, label: str, bars: Bars, report: dict) -> None:
+    """report["eval"][label] = {suite: {pass_rate, passed, runs, turns}} of the held-out suites
+    on the running stack, and report["served"][label] = what served them (/v1/models)."""
     from agents.checks import Probe
     from agents.model import ChatModel
     from agents.runner import SuiteRunner
@@ -94,7 +95,8 @@ def evaluate(stack: Stack, cfg: TuneConfig, label: str, bars: Bars) -> dict:
         s = result["summary"]
         results[name] = {"pass_rate": s["pass_rate"], "passed": s["passed"], "runs": s["runs"],
                          "turns": {k: v["pass_rate"] for k, v in s["turns"].items()}}
-    return results
+        report.setdefault("served", {})[label] = runner.info
+    report["eval"][label] = results
 
 
 def held_out(records: list[dict], share: float) -> tuple[list[dict], list[dict]]:
@@ -115,7 +117,7 @@ def gather(settings: Settings, cfg: TuneConfig, bars: Bars, report: dict) -> Non
     want_pairs = cfg.orpo is not None and cfg.sample_rejected and not cfg.pairs
     if cfg.data and not want_pairs and not cfg.suites:
         return
-    with stack_for(settings, cfg, cfg.base) as stack:
+    with stack_for(settings, cfg, "base", cfg.base) as stack:
         if not cfg.data:
             from tuning.generate import generate
             progress = bars.callback("generating trajectories", cfg.tasks)
@@ -127,7 +129,8 @@ def gather(settings: Settings, cfg: TuneConfig, bars: Bars, report: dict) -> Non
             report["rejected"] = sample_rejected(stack.urls.runtime, steps, pairs, samples=cfg.samples,
                                                  progress=progress)
             progress.close()
-        report["eval"]["base"] = evaluate(stack, cfg, "base", bars)
+        if cfg.suites:
+            evaluate(stack, cfg, "base", bars, report)
 
 
 def train(settings: Settings, cfg: TuneConfig, bars: Bars, report: dict) -> tuple[Path, Path]:
@@ -198,7 +201,8 @@ def run(settings: Settings, cfg: TuneConfig, bars: Bars) -> dict:
     if cfg.suites:
         lora = serves_adapters()
         report["served_as"] = "base + adapter (--lora)" if lora else "merged GGUF"
-        tuned = stack_for(settings, cfg, cfg.base, ["--lora", str(adapter)]) if lora else stack_for(settings, cfg, merged)
+        tuned = (stack_for(settings, cfg, "tuned", cfg.base, ["--lora", str(adapter)]) if lora
+                 else stack_for(settings, cfg, "tuned", merged))
         with tuned as stack:
-            report["eval"]["tuned"] = evaluate(stack, cfg, "tuned", bars)
+            evaluate(stack, cfg, "tuned", bars, report)
     return report
