@@ -47,6 +47,13 @@ def test_tune_trains_and_writes_the_report(tiny_gguf, tmp_path):
     report = check_outputs(out, base)
     assert report["eval"] == {}
 
+    # --resume goes on from what OUT holds: here everything, so nothing is trained again
+    weights = (out / "adapter" / WEIGHTS).stat().st_mtime_ns
+    assert main(["--home", str(tmp_path / "home"), "tune", "--model", base, "--suites", "--out", str(out),
+                 "--resume", *TINY]) == 0
+    assert (out / "adapter" / WEIGHTS).stat().st_mtime_ns == weights
+    assert json.loads((out / "report.json").read_text())["sft"] == report["sft"]
+
 
 @pytest.mark.slow
 def test_tune_generates_on_a_stack_and_measures_base_and_tuned(tiny_gguf, tmp_path, monkeypatch):
