@@ -112,10 +112,9 @@ def held_out(records: list[dict], share: float) -> tuple[list[dict], list[dict]]
 def gather(settings: Settings, cfg: TuneConfig, bars: Bars, report: dict) -> None:
     """Data (generated or given) and the base's pass rates, on one stack of the base."""
     steps, pairs = cfg.out / "steps.jsonl", cfg.out / "pairs.jsonl"
-    if cfg.data:
-        shutil.copyfile(cfg.data, steps)
-    if cfg.pairs:
-        shutil.copyfile(cfg.pairs, pairs)
+    for given, kept in ((cfg.data, steps), (cfg.pairs, pairs)):
+        if given and Path(given).resolve() != kept.resolve():
+            shutil.copyfile(given, kept)
     make_steps = not cfg.data and not (cfg.resume and steps.is_file())
     make_pairs = (cfg.orpo is not None and cfg.sample_rejected and not cfg.pairs
                   and not (cfg.resume and pairs.is_file()))
