@@ -15,7 +15,7 @@ from peft import PeftModel
 from runtime.tokenizer import Tokenizer
 from tests.training import agent_steps
 from training import steps
-from training.adapter import CONFIG, WEIGHTS, adapter_label, save_adapter
+from training.adapter import CONFIG, adapter_label, save_adapter
 from training.hf_model import load_model, load_tokenizer
 from training.orpo import train_orpo
 from training.params import OrpoParams, SftParams
@@ -52,8 +52,8 @@ def hf_render(hf, record: dict, reply: dict | None = None) -> list[int]:
                  for c in m["tool_calls"]]
         return {**m, "tool_calls": calls}
     messages = [plain(m) for m in record["messages"] + ([reply] if reply else [])]
-    tools = [{"type": "function", "function": {k: t["function"][k] for k in ("name", "description", "parameters", "strict")}}
-             for t in record["tools"]]
+    order = ("name", "description", "parameters", "strict")
+    tools = [{"type": "function", "function": {k: t["function"][k] for k in order}} for t in record["tools"]]
     text = hf.apply_chat_template(messages, tools=tools, tokenize=False,
                                   add_generation_prompt=reply is None)
     return hf(text, add_special_tokens=False)["input_ids"]
@@ -104,7 +104,8 @@ def test_the_adapter_loads_with_peft_and_carries_the_training(sft, base, example
     out = save_adapter(sft.model, tmp_path / "tool-adapter", base)
     config = json.loads((out / CONFIG).read_text())
     assert config["r"] == 16 and config["peft_type"] == "LORA"
-    assert set(config["target_modules"]) == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+    assert set(config["target_modules"]) == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                             "down_proj"}
     assert adapter_label(out).startswith("tool-adapter@sha256:")
 
     ids = torch.tensor([examples[0].prompt_ids + examples[0].completion_ids])
