@@ -132,3 +132,16 @@ def test_orpo_goes_on_from_the_sft_adapter_and_returns_it_unmerged(sft, tok, bas
     moved = max((after[k] - lora_b[k]).abs().max().item() for k in after)
     size = max(v.abs().max().item() for v in lora_b.values())
     assert 0 < moved < 0.2 * size          # the SFT adapter went on training; a fresh one would start at zero
+
+
+@pytest.mark.gpu
+def test_sft_then_orpo_train_on_cuda(base, tok, examples, tokenizer_cache):
+    cuda = FAST.model_copy(update={"device": "cuda"})
+    result = train_sft(load_model(base), examples, cuda)
+    losses = [e["loss"] for e in result.history]
+    assert result.metrics["device"] == "cuda" and sum(losses[-5:]) < 0.7 * sum(losses[:5]), losses
+    pairs, _ = steps.preference_pairs(tok, agent_steps.steps(), max_length=4096)
+    params = OrpoParams(max_steps=2, warmup_steps=0, batch_size=1, gradient_accumulation_steps=4,
+                        learning_rate=1e-4, max_length=2048, device="cuda")
+    orpo = train_orpo(result.model, load_tokenizer(base, tokenizer_cache), pairs, params, merge=False)
+    assert orpo.metrics["device"] == "cuda" and isinstance(orpo.model, PeftModel)
