@@ -123,7 +123,8 @@ def run_model(model: str, args, data: dict, save) -> None:
                 print(f"warning: asked for backend {args.backend}, the runtime reports {served!r}", flush=True)
             suite_report.write(result, home / "reports" / suite_name)
             print(suite_report.table(result), flush=True)
-            new = {"suite": suite_name, "model": model, "model_id": runner.info.get("id"), "adapter": args.adapter,
+            new = {"suite": suite_name, "model": model, "model_id": runner.info.get("id"),
+                   "revision": runner.info.get("revision"), "adapter": args.adapter,
                    "backend": served or args.backend, "device": args.device, "commit": args.commit,
                    "date": time.strftime("%Y-%m-%d"), "temperature": args.temperature, "parallel": args.parallel,
                    **record(result)}

@@ -5,15 +5,17 @@
     -> LoRA SFT on every step (training/sft.py) -> ORPO on the pairs, same adapter
     -> adapter + merged GGUF -> stack on base + adapter -> held-out suites -> report
 
-The stacks run under OUT/stack on free ports (never someone's running stack), and are stopped
-before training so that the GPU is the trainer's. The held-out suites are the agent suite
-library (agents/suites): the generator's tasks are disjoint from them by construction. The
-tuned model is served as base + adapter (`samevm serve --lora`) where the runtime has that
-option, else as the merged GGUF.
+Each stack has its own home (OUT/stack-base, OUT/stack-tuned: fresh stores, no revision
+resumed) and free ports (never someone's running stack); the base's is stopped before
+training so that the GPU is the trainer's. The held-out suites are the agent suite library
+(agents/suites): the generator's tasks are disjoint from them by construction. The tuned
+model is served as base + adapter (`samevm serve --lora`) where the runtime has that option,
+else as the merged GGUF.
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import shutil
 import socket
@@ -22,7 +24,7 @@ from pathlib import Path
 
 from samevm.settings import Settings
 from samevm.supervisor import Stack
-from samevm.tune_report import Bars
+from samevm.tune_report import Bars, save
 from training.params import OrpoParams, SftParams
 
 
@@ -46,6 +48,7 @@ class TuneConfig:
     parallel: int = 5
     backend: str = "auto"               # the runtime's
     export_type: str = "q8_0"
+    resume: bool = False                # go on from what `out` holds: data, adapter, suites already run
 
 
 def free_port() -> int:
@@ -54,26 +57,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def stack_for(settings: Settings, cfg: TuneConfig, model: Path, runtime_args: list[str] = ()) -> Stack:
-    home = cfg.out / "stack"
+def stack_for(settings: Settings, cfg: TuneConfig, label: str, model: Path, runtime_args: list[str] = ()) -> Stack:
+    """A stack of its own home (fresh stores) that serves exactly `model` (+ `runtime_args`):
+    --no-resume, so no revision a reload made active elsewhere takes its place."""
+    home = cfg.out / f"stack-{label}"
     ours = settings.model_copy(update={"home": home, "model": str(model), "backend": cfg.backend,
                                        "runtime_port": free_port(), "worker_port": free_port(),
                                        "mcp_port": free_port(), "console_port": free_port()})
-    return Stack(ours, attach=False, runtime_args=list(runtime_args))
+    return Stack(ours, attach=False, runtime_args=["--no-resume", *runtime_args])
 
 
 def serves_adapters() -> bool:
     """Whether this runtime's `samevm serve` takes --lora (else the tuned model is served merged)."""
-    import argparse
-
-    from samevm.commands import serve
-    parser = argparse.ArgumentParser()
-    serve.register(parser.add_subparsers())
-    return "--lora" in parser._subparsers._group_actions[0].choices["serve"]._option_string_actions
+    from samevm.cli import build_parser
+    args, _ = build_parser().parse_known_args(["serve", "--lora", "DIR"])
+    return getattr(args, "lora", None) == "DIR"
 
 
-def evaluate(stack: Stack, cfg: TuneConfig, label: str, bars: Bars) -> dict:
-    """{suite: {pass_rate, passed, runs, turns}} of the held-out suites on the running stack."""
+def evaluate(stack: Stack, cfg: TuneConfig, label: str, suites: list[str], bars: Bars, report: dict) -> None:
+    """report["eval"][label][suite] = {pass_rate, passed, runs, turns} on the running stack,
+    saved as each suite ends, and report["served"][label] = what served them (/v1/models)."""
     from agents.checks import Probe
     from agents.model import ChatModel
     from agents.runner import SuiteRunner
@@ -83,8 +86,8 @@ def evaluate(stack: Stack, cfg: TuneConfig, label: str, bars: Bars) -> dict:
 
     registry = build_registry(ToolContext.from_settings(stack.settings))
     probe = Probe(stack.urls.worker, registry, api_key=stack.settings.api_key)
-    results = {}
-    for name in cfg.suites:
+    results = report["eval"].setdefault(label, {})
+    for name in suites:
         suite = load(name)
         bar = bars.bar(f"{label}: {name}", cfg.seeds * len(suite.turns), "turn")
         runner = SuiteRunner(suite, ChatModel(stack.urls.runtime, api_key=stack.settings.api_key), registry, probe,
@@ -94,7 +97,8 @@ def evaluate(stack: Stack, cfg: TuneConfig, label: str, bars: Bars) -> dict:
         s = result["summary"]
         results[name] = {"pass_rate": s["pass_rate"], "passed": s["passed"], "runs": s["runs"],
                          "turns": {k: v["pass_rate"] for k, v in s["turns"].items()}}
-    return results
+        report.setdefault("served", {})[label] = runner.info
+        save(report, cfg.out)
 
 
 def held_out(records: list[dict], share: float) -> tuple[list[dict], list[dict]]:
@@ -108,30 +112,41 @@ def held_out(records: list[dict], share: float) -> tuple[list[dict], list[dict]]
 def gather(settings: Settings, cfg: TuneConfig, bars: Bars, report: dict) -> None:
     """Data (generated or given) and the base's pass rates, on one stack of the base."""
     steps, pairs = cfg.out / "steps.jsonl", cfg.out / "pairs.jsonl"
-    if cfg.data:
-        shutil.copyfile(cfg.data, steps)
-    if cfg.pairs:
-        shutil.copyfile(cfg.pairs, pairs)
-    want_pairs = cfg.orpo is not None and cfg.sample_rejected and not cfg.pairs
-    if cfg.data and not want_pairs and not cfg.suites:
+    for given, kept in ((cfg.data, steps), (cfg.pairs, pairs)):
+        if given and Path(given).resolve() != kept.resolve():
+            shutil.copyfile(given, kept)
+    make_steps = not cfg.data and not (cfg.resume and steps.is_file())
+    make_pairs = (cfg.orpo is not None and cfg.sample_rejected and not cfg.pairs
+                  and not (cfg.resume and pairs.is_file()))
+    suites = todo(cfg, report, "base")
+    if not (make_steps or make_pairs or suites):
         return
-    with stack_for(settings, cfg, cfg.base) as stack:
-        if not cfg.data:
+    with stack_for(settings, cfg, "base", cfg.base) as stack:
+        if make_steps:
             from tuning.generate import generate
             progress = bars.callback("generating trajectories", cfg.tasks)
             report["generate"] = generate(stack.urls.worker, steps, cfg.tasks, cfg.seed, progress=progress)
             progress.close()
-        if want_pairs:
+        if make_pairs:
             from tuning.rejected import sample_rejected
             progress = bars.callback("sampling rejected replies", None)
             report["rejected"] = sample_rejected(stack.urls.runtime, steps, pairs, samples=cfg.samples,
                                                  progress=progress)
             progress.close()
-        report["eval"]["base"] = evaluate(stack, cfg, "base", bars)
+        evaluate(stack, cfg, "base", suites, bars, report)
+
+
+def todo(cfg: TuneConfig, report: dict, label: str) -> list[str]:
+    """The suites still to run on `label` (with resume, those without a result yet)."""
+    done = report["eval"].get(label, {}) if cfg.resume else {}
+    return [s for s in cfg.suites if s not in done]
 
 
 def train(settings: Settings, cfg: TuneConfig, bars: Bars, report: dict) -> tuple[Path, Path]:
     """SFT then ORPO on one adapter; (adapter dir, merged GGUF)."""
+    adapter, merged = cfg.out / "adapter", cfg.out / "merged.gguf"
+    if cfg.resume and "sft" in report and merged.is_file():       # merged.gguf is written last
+        return adapter, merged
     from runtime.tokenizer import Tokenizer
     from training import steps
     from training.adapter import adapter_label, merged_gguf, save_adapter
@@ -167,16 +182,17 @@ def train(settings: Settings, cfg: TuneConfig, bars: Bars, report: dict) -> tupl
             datasets.disable_progress_bars()          # TRL's tokenising passes: the ORPO bar says enough
             params = cfg.orpo.model_copy(update={
                 "max_length": cfg.sft.max_length, "device": cfg.sft.device, "seed": cfg.seed,
-                "warmup_steps": 0, "max_steps": cfg.orpo_steps or math.ceil(len(pairs) / cfg.orpo.batch_size)})
+                "warmup_steps": 0, "max_steps": cfg.orpo_steps or math.ceil(
+                    len(pairs) / (cfg.orpo.batch_size * cfg.orpo.gradient_accumulation_steps))})
             bar = bars.bar("ORPO", params.max_steps, "step")
             orpo = train_orpo(model, load_tokenizer(cfg.base, cache), pairs, params,
                               on_progress=bars.follow(bar), merge=False)
             bar.close()
             report["orpo"] = {"metrics": orpo.metrics, "history": orpo.history, "params": params.model_dump()}
             model = orpo.model
-    adapter = save_adapter(model, cfg.out / "adapter", cfg.base)
+    save_adapter(model, adapter, cfg.base)
     report["adapter"] = {"path": str(adapter), "label": adapter_label(adapter)}
-    merged = merged_gguf(model, cfg.base, cfg.out / "merged.gguf", cfg.export_type)
+    merged_gguf(model, cfg.base, merged, cfg.export_type)
     report["merged_gguf"] = str(merged)
     return adapter, merged
 
@@ -190,14 +206,21 @@ def _count(records: list[dict], key: str) -> dict[str, int]:
 
 def run(settings: Settings, cfg: TuneConfig, bars: Bars) -> dict:
     cfg.out.mkdir(parents=True, exist_ok=True)
-    report: dict = {"base": str(cfg.base), "config": {"tasks": cfg.tasks, "seed": cfg.seed, "suites": cfg.suites,
-                    "seeds": cfg.seeds, "temperature": cfg.temperature, "backend": cfg.backend}, "eval": {}}
+    saved = cfg.out / "report.json"
+    report = json.loads(saved.read_text()) if cfg.resume and saved.is_file() else {
+        "base": str(cfg.base), "eval": {}, "config": {"tasks": cfg.tasks, "seed": cfg.seed, "suites": cfg.suites,
+                                                     "seeds": cfg.seeds, "temperature": cfg.temperature,
+                                                     "backend": cfg.backend}}
     gather(settings, cfg, bars, report)
+    save(report, cfg.out)
     adapter, merged = train(settings, cfg, bars, report)
-    if cfg.suites:
+    save(report, cfg.out)
+    suites = todo(cfg, report, "tuned")
+    if suites:
         lora = serves_adapters()
         report["served_as"] = "base + adapter (--lora)" if lora else "merged GGUF"
-        tuned = stack_for(settings, cfg, cfg.base, ["--lora", str(adapter)]) if lora else stack_for(settings, cfg, merged)
+        tuned = (stack_for(settings, cfg, "tuned", cfg.base, ["--lora", str(adapter)]) if lora
+                 else stack_for(settings, cfg, "tuned", merged))
         with tuned as stack:
-            report["eval"]["tuned"] = evaluate(stack, cfg, "tuned", bars)
+            evaluate(stack, cfg, "tuned", suites, bars, report)
     return report

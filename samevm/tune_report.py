@@ -69,10 +69,15 @@ def plot(report: dict, path: Path) -> Path:
     return path
 
 
+def save(report: dict, out: Path) -> Path:
+    """report.json as it stands (after each stage, so a failed later stage keeps the earlier ones)."""
+    path = out / "report.json"
+    path.write_text(json.dumps(report, indent=1, default=str))
+    return path
+
+
 def write(report: dict, out: Path) -> tuple[Path, Path]:
-    json_path = out / "report.json"
-    json_path.write_text(json.dumps(report, indent=1, default=str))
-    return json_path, plot(report, out / "loss_curves.png")
+    return save(report, out), plot(report, out / "loss_curves.png")
 
 
 def table(report: dict) -> str:

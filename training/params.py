@@ -22,9 +22,20 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-class OrpoParams(BaseModel):
+
+class LoraParams(BaseModel):
+    """The adapter both trainers put on the model."""
     model_config = ConfigDict(extra="forbid")
 
+    lora_r: int = Field(16, ge=1, le=512)
+    lora_alpha: int = Field(32, ge=1, le=4096)
+    lora_dropout: float = Field(0.0, ge=0, lt=1)
+    target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+        min_length=1)
+
+
+class OrpoParams(LoraParams):
     learning_rate: float = Field(5e-4, gt=0, le=1e-2)
     beta: float = Field(0.5, gt=0, le=10, description="weight of the odds-ratio term (lambda in the paper)")
     max_steps: int = Field(60, ge=1, le=100_000)
@@ -34,12 +45,6 @@ class OrpoParams(BaseModel):
     lr_scheduler: Literal["constant_with_warmup", "linear", "cosine"] = "constant_with_warmup"
     weight_decay: float = Field(0.0, ge=0, le=1)
     max_length: int = Field(512, ge=16, le=32_768, description="prompt + completion tokens; longer examples are refused")
-    lora_r: int = Field(16, ge=1, le=512)
-    lora_alpha: int = Field(32, ge=1, le=4096)
-    lora_dropout: float = Field(0.0, ge=0, lt=1)
-    target_modules: list[str] = Field(
-        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
-        min_length=1)
     seed: int = Field(0, ge=0, le=2**32 - 1)
     export_type: Literal["f16", "q8_0"] = "q8_0"
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -52,11 +57,10 @@ class OrpoParams(BaseModel):
         return self
 
 
-class SftParams(BaseModel):
+class SftParams(LoraParams):
     """LoRA SFT on agent steps (training/sft.py). lr 2e-4 and r 16 / alpha 32 on every
     projection are the usual LoRA settings for 0.5B-1.5B models; the steps come from the
     data (`epochs` passes over it) unless `max_steps` is given."""
-    model_config = ConfigDict(extra="forbid")
 
     learning_rate: float = Field(2e-4, gt=0, le=1e-2)
     epochs: float = Field(2.0, gt=0, le=100)
@@ -67,12 +71,6 @@ class SftParams(BaseModel):
     weight_decay: float = Field(0.0, ge=0, le=1)
     max_grad_norm: float = Field(1.0, gt=0)
     max_length: int = Field(4096, ge=16, le=32_768, description="prompt + completion tokens; longer steps are dropped")
-    lora_r: int = Field(16, ge=1, le=512)
-    lora_alpha: int = Field(32, ge=1, le=4096)
-    lora_dropout: float = Field(0.0, ge=0, lt=1)
-    target_modules: list[str] = Field(
-        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
-        min_length=1)
     eval_every: int | None = Field(None, ge=1, description="optimizer steps between losses on the held-out "
                                    "steps (None: about 20 times a run, so scoring stays a small share of it)")
     seed: int = Field(0, ge=0, le=2**32 - 1)

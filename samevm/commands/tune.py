@@ -35,6 +35,9 @@ def register(sub) -> None:
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto", help="where training runs")
     p.add_argument("--backend", choices=["auto", "cpu", "cuda"], help="the runtime's backend (default: the settings')")
     p.add_argument("--export", choices=["f16", "q8_0"], default="q8_0", help="tensor type of the merged GGUF")
+    p.add_argument("--resume", action="store_true",
+                   help="go on from what --out holds (data, base suites run, adapter, tuned suites run), "
+                        "e.g. after a time limit stopped a run")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
 
@@ -53,6 +56,16 @@ def versions() -> dict:
     return out
 
 
+def check_installed(skip_orpo: bool) -> None:
+    """Refuse now, not after an hour of data generation, when a training package is missing."""
+    import importlib.util
+    wanted = ["peft", "matplotlib"] + ([] if skip_orpo else ["trl", "datasets"])
+    missing = [name for name in wanted if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ValueError(f"samevm tune needs {', '.join(missing)}: pip install -e '.[train]'"
+                         + ("" if skip_orpo or "peft" in missing else " (or --skip-orpo)"))
+
+
 def run(args, settings) -> int:
     from agents.suite import names
     from runtime import catalog
@@ -60,10 +73,13 @@ def run(args, settings) -> int:
     from samevm.tune_report import Bars, table, write
     from training.params import OrpoParams, SftParams
 
+    check_installed(args.skip_orpo)
     suites = names() if args.suites is None else args.suites
     unknown = set(suites) - set(names())
     if unknown:
         raise ValueError(f"unknown suites {sorted(unknown)}; known: {', '.join(names())}")
+    if args.resume and not args.out:
+        raise ValueError("--resume needs the --out of the run to go on with")
     backend = args.backend or settings.backend
     name = args.model or catalog.default_model(backend)
     base = catalog.resolve(name, settings.home)
@@ -71,12 +87,14 @@ def run(args, settings) -> int:
     sft = SftParams(learning_rate=args.lr, epochs=args.epochs, max_steps=args.steps, lora_r=args.rank,
                     lora_alpha=2 * args.rank, batch_size=args.batch_size, max_length=args.max_length,
                     seed=args.seed, device=args.device)
-    orpo = None if args.skip_orpo else OrpoParams(learning_rate=args.orpo_lr, batch_size=args.batch_size,
+    # ORPO: one pair (chosen + rejected, two sequences of up to max_length) at a time, accumulated
+    orpo = None if args.skip_orpo else OrpoParams(learning_rate=args.orpo_lr, batch_size=1,
+                                                  gradient_accumulation_steps=args.batch_size,
                                                   max_length=args.max_length, device=args.device)
     cfg = tune.TuneConfig(base=Path(base), out=Path(out), tasks=args.tasks, seed=args.seed, data=args.data,
                           pairs=args.pairs, samples=args.samples, sft=sft, orpo=orpo, orpo_steps=args.orpo_steps,
                           suites=suites, seeds=args.seeds, parallel=args.parallel, backend=backend,
-                          export_type=args.export)
+                          export_type=args.export, resume=args.resume)
     print(f"samevm tune: {name} -> {cfg.out}", file=sys.stderr, flush=True)
     t0 = time.monotonic()
     report = tune.run(settings, cfg, Bars(args.quiet))

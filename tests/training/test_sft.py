@@ -15,7 +15,7 @@ from peft import PeftModel
 from runtime.tokenizer import Tokenizer
 from tests.training import agent_steps
 from training import steps
-from training.adapter import CONFIG, WEIGHTS, adapter_label, save_adapter
+from training.adapter import CONFIG, adapter_label, save_adapter
 from training.hf_model import load_model, load_tokenizer
 from training.orpo import train_orpo
 from training.params import OrpoParams, SftParams
@@ -52,8 +52,8 @@ def hf_render(hf, record: dict, reply: dict | None = None) -> list[int]:
                  for c in m["tool_calls"]]
         return {**m, "tool_calls": calls}
     messages = [plain(m) for m in record["messages"] + ([reply] if reply else [])]
-    tools = [{"type": "function", "function": {k: t["function"][k] for k in ("name", "description", "parameters", "strict")}}
-             for t in record["tools"]]
+    order = ("name", "description", "parameters", "strict")
+    tools = [{"type": "function", "function": {k: t["function"][k] for k in order}} for t in record["tools"]]
     text = hf.apply_chat_template(messages, tools=tools, tokenize=False,
                                   add_generation_prompt=reply is None)
     return hf(text, add_special_tokens=False)["input_ids"]
@@ -104,7 +104,8 @@ def test_the_adapter_loads_with_peft_and_carries_the_training(sft, base, example
     out = save_adapter(sft.model, tmp_path / "tool-adapter", base)
     config = json.loads((out / CONFIG).read_text())
     assert config["r"] == 16 and config["peft_type"] == "LORA"
-    assert set(config["target_modules"]) == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+    assert set(config["target_modules"]) == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                             "down_proj"}
     assert adapter_label(out).startswith("tool-adapter@sha256:")
 
     ids = torch.tensor([examples[0].prompt_ids + examples[0].completion_ids])
@@ -131,3 +132,16 @@ def test_orpo_goes_on_from_the_sft_adapter_and_returns_it_unmerged(sft, tok, bas
     moved = max((after[k] - lora_b[k]).abs().max().item() for k in after)
     size = max(v.abs().max().item() for v in lora_b.values())
     assert 0 < moved < 0.2 * size          # the SFT adapter went on training; a fresh one would start at zero
+
+
+@pytest.mark.gpu
+def test_sft_then_orpo_train_on_cuda(base, tok, examples, tokenizer_cache):
+    cuda = FAST.model_copy(update={"device": "cuda"})
+    result = train_sft(load_model(base), examples, cuda)
+    losses = [e["loss"] for e in result.history]
+    assert result.metrics["device"] == "cuda" and sum(losses[-5:]) < 0.7 * sum(losses[:5]), losses
+    pairs, _ = steps.preference_pairs(tok, agent_steps.steps(), max_length=4096)
+    params = OrpoParams(max_steps=2, warmup_steps=0, batch_size=1, gradient_accumulation_steps=4,
+                        learning_rate=1e-4, max_length=2048, device="cuda")
+    orpo = train_orpo(result.model, load_tokenizer(base, tokenizer_cache), pairs, params, merge=False)
+    assert orpo.metrics["device"] == "cuda" and isinstance(orpo.model, PeftModel)

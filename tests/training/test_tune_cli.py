@@ -1,0 +1,86 @@
+"""`samevm tune` end to end on a tiny random model: steps in, adapter + merged GGUF +
+report.json + loss_curves.png out. The fast test gives the steps and pairs and skips the
+held-out suites (no stack); the slow one generates (a stand-in for tuning.generate writing the
+hand-made steps through a real worker's URL) and evaluates a suite on base and tuned stacks."""
+from __future__ import annotations
+
+import json
+import sys
+import types
+
+import pytest
+from peft import PeftModel
+
+from dev.synthetic import Shape
+from samevm.cli import main
+from tests.stack_fixtures import CHILD_ENV
+from tests.training import agent_steps
+from training.adapter import CONFIG, WEIGHTS
+from training.hf_model import load_model
+
+TINY = ["--steps", "12", "--orpo-steps", "2", "--lr", "3e-3", "--device", "cpu", "--backend", "cpu",
+        "--export", "f16", "--max-length", "2048", "--quiet"]
+
+
+def check_outputs(out, base) -> dict:
+    report = json.loads((out / "report.json").read_text())
+    assert (out / "loss_curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "adapter" / CONFIG).is_file() and (out / "adapter" / WEIGHTS).is_file()
+    PeftModel.from_pretrained(load_model(base), out / "adapter")           # loads where PEFT loads it
+    assert (out / "merged.gguf").is_file()
+    data = report["data"]
+    assert data["records"] + data["held_out_records"] == len(agent_steps.steps())
+    assert data["kinds"] == {"call": 16, "answer": 8} and data["pairs"] == 16
+    assert [e["step"] for e in report["sft"]["history"]] == list(range(1, 13))
+    assert report["sft"]["metrics"]["final_loss"] < report["sft"]["metrics"]["first_loss"]
+    assert len(report["orpo"]["history"]) == 2
+    assert report["adapter"]["label"].startswith("adapter@sha256:")
+    return report
+
+
+def test_tune_trains_and_writes_the_report(tiny_gguf, tmp_path):
+    base = tiny_gguf("qwen2", shape=Shape(context=8192))
+    data = agent_steps.write(tmp_path / "steps.jsonl")
+    out = tmp_path / "out"
+    assert main(["--home", str(tmp_path / "home"), "tune", "--model", base, "--data", data, "--pairs", data,
+                 "--suites", "--out", str(out), *TINY]) == 0
+    report = check_outputs(out, base)
+    assert report["eval"] == {}
+
+    # --resume goes on from what OUT holds: here everything, so nothing is trained again
+    weights = (out / "adapter" / WEIGHTS).stat().st_mtime_ns
+    assert main(["--home", str(tmp_path / "home"), "tune", "--model", base, "--suites", "--out", str(out),
+                 "--resume", *TINY]) == 0
+    assert (out / "adapter" / WEIGHTS).stat().st_mtime_ns == weights
+    assert json.loads((out / "report.json").read_text())["sft"] == report["sft"]
+
+
+@pytest.mark.slow
+def test_tune_generates_on_a_stack_and_measures_base_and_tuned(tiny_gguf, tmp_path, monkeypatch):
+    base = tiny_gguf("qwen2", shape=Shape(context=8192))
+    seen = []
+
+    def generate(worker_url, out, tasks, seed, progress=None):
+        seen.append(worker_url)
+        agent_steps.write(out)
+        for i in range(tasks):
+            progress(i + 1, tasks)
+        return {"tasks": tasks, "steps": len(agent_steps.steps())}
+
+    for name, value in CHILD_ENV.items():     # the stack's children: torch on one thread (shared 2 cores)
+        monkeypatch.setenv(name, value)
+    fake = types.ModuleType("tuning.generate")
+    fake.generate = generate
+    monkeypatch.setitem(sys.modules, "tuning", types.ModuleType("tuning"))
+    monkeypatch.setitem(sys.modules, "tuning.generate", fake)
+    out = tmp_path / "out"
+    assert main(["--home", str(tmp_path / "home"), "tune", "--model", base, "--tasks", "3", "--skip-orpo",
+                 "--suites", "freeform", "--seeds", "1", "--parallel", "1", "--out", str(out),
+                 *[a for a in TINY if a not in ("--orpo-steps", "2")]]) == 0
+    assert seen and seen[0].startswith("http://127.0.0.1:")
+    report = json.loads((out / "report.json").read_text())
+    assert report["generate"] == {"tasks": 3, "steps": len(agent_steps.steps())}
+    for which in ("base", "tuned"):
+        assert report["eval"][which]["freeform"]["runs"] == 1
+    assert report["served_as"] in ("base + adapter (--lora)", "merged GGUF")
+    assert report["served"]["tuned"]["revision"] != report["served"]["base"]["revision"]   # not the base again
