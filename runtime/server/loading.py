@@ -182,9 +182,9 @@ async def swap_in(state: ServerState, path: str | None, revision: str | None, ac
             state.metrics.reloads.labels("refused").inc()
             raise APIError(422, f"{action} refused, still serving {live.revision}: {e}", param="adapter",
                            code="adapter_not_found") from e
-        if (expect_digest is not None and digest != expect_digest
-                or expect_adapter is not None and adapter_sha != expect_adapter):
-            reason = f"{path if digest != expect_digest else adapter} changed since revision {revision} served"
+        base_changed = expect_digest is not None and digest != expect_digest
+        if base_changed or expect_adapter is not None and adapter_sha != expect_adapter:
+            reason = f"{path if base_changed else adapter} changed since revision {revision} served"
             state.registry.refused(None, path, action, reason)
             state.metrics.reloads.labels("refused").inc()
             raise APIError(409, f"{action} refused, still serving {live.revision}: {reason}",
