@@ -106,6 +106,13 @@ def facts(engine: LLMEngine) -> dict:
             "adapter": engine.config.lora, "adapter_sha256": adapter and adapter["sha256"]}
 
 
+def adapter_sha256(folder: str) -> str:
+    try:
+        return weights_sha256(folder)
+    except AdapterError as e:
+        raise Refused(422, str(e)) from e
+
+
 def same_files(a: tuple[str, str | None], b: tuple[str, str | None]) -> bool:
     """(GGUF, adapter folder or None) pairs naming the same files."""
     resolve = lambda p: None if p is None else Path(p).resolve()  # noqa: E731
@@ -118,12 +125,15 @@ def start(state: ServerState) -> None:
     cfg, registry = state.config, state.registry
     target = registry.resume_target() if cfg.resume else None
     engine = None
-    adapter = target and registry.entry(target[1]).get("adapter")
+    entry = registry.entry(target[1]) if target else {}
+    adapter = entry.get("adapter")
     if target and not same_files((target[0], adapter), (cfg.engine.model, cfg.engine.lora)):
         try:
-            recorded = registry.entry(target[1]).get("digest")
+            recorded = entry.get("digest")
             if recorded is not None and file_digest(target[0]) != recorded:
                 raise Refused(409, f"{target[0]} changed since revision {target[1]} served")
+            if adapter is not None and adapter_sha256(adapter) != entry.get("adapter_sha256"):
+                raise Refused(409, f"{adapter} changed since revision {target[1]} served")
             engine = load(state, *target, adapter)
             smoke_test(engine)
             log.info("resumed revision %s from %s", target[1], target[0])
@@ -172,9 +182,9 @@ async def swap_in(state: ServerState, path: str | None, revision: str | None, ac
             state.metrics.reloads.labels("refused").inc()
             raise APIError(422, f"{action} refused, still serving {live.revision}: {e}", param="adapter",
                            code="adapter_not_found") from e
-        if (expect_digest is not None and digest != expect_digest
-                or expect_adapter is not None and adapter_sha != expect_adapter):
-            reason = f"{path if digest != expect_digest else adapter} changed since revision {revision} served"
+        base_changed = expect_digest is not None and digest != expect_digest
+        if base_changed or expect_adapter is not None and adapter_sha != expect_adapter:
+            reason = f"{path if base_changed else adapter} changed since revision {revision} served"
             state.registry.refused(None, path, action, reason)
             state.metrics.reloads.labels("refused").inc()
             raise APIError(409, f"{action} refused, still serving {live.revision}: {reason}",

@@ -11,9 +11,12 @@ const changed = (result) => {
   return result;
 };
 
-// Serve a revision the runtime has served before; the runtime checks it before the swap.
+// Serve a revision the runtime has served before (its GGUF and LoRA adapter, if it had one);
+// the runtime checks it before the swap.
 export const serveRevision = (rev) =>
-  api("/runtime/admin/reload", { method: "POST", json: { path: rev.path, revision: rev.revision } }).then(changed);
+  api("/runtime/admin/reload", {
+    method: "POST", json: { path: rev.path, revision: rev.revision, adapter: rev.adapter ?? null },
+  }).then(changed);
 
 export const rollback = () => api("/runtime/admin/rollback", { method: "POST" }).then(changed);
 

@@ -159,6 +159,32 @@ def test_a_restart_resumes_the_adapter_it_served(adapters, tiny_gguf, tmp_path):
         assert np.array_equal(live(c).prompt_logits(ids), served)
 
 
+def test_a_restart_does_not_resume_an_adapter_that_changed(adapters, tiny_gguf, tmp_path):
+    folder = adapters["dir"] / "lora-changing"
+    make_adapter(tiny_gguf("qwen2"), folder, seed=5)
+    with app_client(tiny_gguf("qwen2"), tmp_path) as c:
+        base = wait_healthy(c)
+        assert c.post("/admin/reload", json={"adapter": str(folder), "revision": "t5"}).status_code == 200
+    make_adapter(tiny_gguf("qwen2"), folder, seed=6)            # retrained in place
+    with app_client(tiny_gguf("qwen2"), tmp_path, resume=True) as c:
+        assert wait_healthy(c) == base
+        refused = c.get("/admin/revisions").json()["history"][-2]
+        assert not refused["ok"] and "changed since revision t5" in refused["reason"]
+
+
+def test_rollback_refuses_an_adapter_that_changed(adapters, tiny_gguf, tmp_path):
+    folder = adapters["dir"] / "lora-rolled"
+    make_adapter(tiny_gguf("qwen2"), folder, seed=7)
+    with app_client(tiny_gguf("qwen2"), tmp_path) as c:
+        wait_healthy(c)
+        assert c.post("/admin/reload", json={"adapter": str(folder), "revision": "t7"}).status_code == 200
+        assert c.post("/admin/reload", json={"revision": "plain"}).status_code == 200
+        make_adapter(tiny_gguf("qwen2"), folder, seed=8)
+        r = c.post("/admin/rollback")
+        assert r.status_code == 409 and r.json()["error"]["code"] == "revision_changed", r.text
+        assert c.get("/health").json()["revision"] == "plain"
+
+
 REFUSALS = [("lora-truncated", 422, "cannot be read"), ("lora-badjson", 422, "not valid JSON"),
             ("lora-rank", 422, "do not fit this base"), ("lora-wide", 422, "do not fit this base"),
             ("lora-deep", 422, "layer 2"), ("lora-dora", 422, "DoRA"), ("missing", 422, "missing")]
