@@ -4,7 +4,8 @@ The first load converts the GGUF's vocabulary through transformers' GGUF convert
 for 150k tokens) and caches, under `cache_dir/<fingerprint>`, transformers' own save (what
 `.hf` reloads for constrained decoding) and a snapshot of the state every call here runs
 on: the Rust `tokenizers` model exactly as transformers drives it (`backend.json`) and the
-chat template with the special tokens it sees (`chat.json`). Encode, decode and render_chat
+chat template with the special tokens it sees (`chat.json`, written last, with the digest of
+`backend.json`: an entry that does not match it is converted again). Encode, decode and render_chat
 always run on that snapshot, through `tokenizers` and jinja2 alone (the template rendered
 with the globals, filters and message clean-up of transformers' apply_chat_template), so a
 load from the cache imports neither transformers nor torch. A tokenizer the snapshot
@@ -16,6 +17,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import shutil
 from collections.abc import Mapping
 from datetime import datetime
 from functools import lru_cache
@@ -171,20 +173,48 @@ class Tokenizer:
         self.architecture = metadata.get("general.architecture")
         self.cached = Path(cache_dir) / self.fingerprint if cache_dir else None
         self._hf = None
-        if self.cached and all((self.cached / name).exists() for name in SNAPSHOT):
-            backend_json = (self.cached / "backend.json").read_text()
-            chat = json.loads((self.cached / "chat.json").read_text())
-            self._use(backend_json, chat)
+        if self.cached and self._load_snapshot():
             return
         state = snapshot(self.hf) or (None, None)
         if state[0] and self.cached:
-            for name, text in zip(SNAPSHOT, (state[0], json.dumps(state[1]))):
-                (self.cached / name).write_text(text)
+            digest = hashlib.sha256(state[0].encode()).hexdigest()
+            # chat.json last, each file whole or absent (a rename): its presence means a complete entry
+            for name, text in zip(SNAPSHOT, (state[0], json.dumps({**state[1], "backend_sha256": digest}))):
+                tmp = self.cached / f".{name}.tmp"
+                tmp.write_text(text)
+                tmp.replace(self.cached / name)
         self._use(*state)
+
+    def _load_snapshot(self) -> bool:
+        """Use the cached snapshot if it is whole; a damaged entry (a partial write, a file
+        changed since) is removed, to be converted afresh, never trusted."""
+        if not (self.cached / SNAPSHOT[1]).exists():
+            return False
+        try:
+            chat = json.loads((self.cached / "chat.json").read_text())
+            backend_json = (self.cached / "backend.json").read_text()
+            if hashlib.sha256(backend_json.encode()).hexdigest() != chat.pop("backend_sha256", None):
+                raise ValueError("backend.json does not match the digest chat.json recorded")
+            self._use(backend_json, chat)
+            return True
+        except (OSError, ValueError, UnicodeDecodeError) as e:
+            log.warning("tokenizer cache %s is damaged (%s); converting again", self.cached, e)
+            shutil.rmtree(self.cached, ignore_errors=True)
+            return False
 
     def _use(self, backend_json: str | None, chat: dict | None) -> None:
         self.backend = RustTokenizer.from_str(backend_json) if backend_json else None
-        self.chat = chat
+        self._backend_json, self.chat = backend_json, chat
+
+    def backend_json(self) -> str:
+        """The `tokenizers` JSON of this tokenizer, padding and truncation off (what llguidance
+        reads): the snapshot's, else exported from transformers."""
+        if self._backend_json is None:
+            backend = RustTokenizer.from_str(self.hf.backend_tokenizer.to_str())
+            backend.no_padding()
+            backend.no_truncation()
+            self._backend_json = backend.to_str()
+        return self._backend_json
 
     @property
     def hf(self):

@@ -16,6 +16,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import anyio
@@ -64,7 +66,9 @@ def load(state: ServerState, path: str, revision: str) -> LLMEngine:
         engine = LLMEngine.from_gguf(cfg)
     except (ModelLoadError, ValueError, OSError) as e:
         raise Refused(422, f"cannot load {Path(path).name}: {e}") from e
-    state.grammar_factory(engine)           # builds the grammar tokenizer now, not on a request
+    # The grammar tokenizer (seconds for a large vocabulary, in Rust without the GIL) builds
+    # beside the rest of the start, not on a request: one that needs it first waits for it.
+    threading.Thread(target=state.grammar_factory, args=(engine,), name="grammar-tokenizer", daemon=True).start()
     return engine
 
 
@@ -116,14 +120,18 @@ def start(state: ServerState) -> None:
             registry.refused(target[1], target[0], "start", e.reason)
             log.warning("could not resume revision %s (%s); serving %s", target[1], e.reason, cfg.engine.model)
             engine = None
-    try:
-        engine = engine or load(state, cfg.engine.model, cfg.engine.revision)
-    except Refused as e:
-        state.load_error = e.reason
-        log.error("model failed to load: %s", e.reason)
-        return
-    registry.activated(engine.revision, engine.config.model, "start", **facts(engine),
-                       digest=file_digest(engine.config.model))
+    with ThreadPoolExecutor(1) as pool:
+        if engine is None:                  # the digest reads the whole file: beside the load
+            digest = pool.submit(file_digest, cfg.engine.model)
+            try:
+                engine = load(state, cfg.engine.model, cfg.engine.revision)
+            except Refused as e:
+                state.load_error = e.reason
+                log.error("model failed to load: %s", e.reason)
+                return
+        else:
+            digest = pool.submit(file_digest, engine.config.model)
+        registry.activated(engine.revision, engine.config.model, "start", **facts(engine), digest=digest.result())
     state.loop = EngineLoop(engine)
 
 

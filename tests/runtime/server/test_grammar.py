@@ -23,7 +23,7 @@ CLOCK = {"type": "object", "properties": {}}
 def factory(tiny_gguf, tokenizer_cache):
     tok = Tokenizer(tiny_gguf("qwen2"), tokenizer_cache)
     eos = {tok.hf.convert_tokens_to_ids("<|im_end|>")}
-    return tok, grammar.GrammarFactory(tok.hf, len(tok), eos)
+    return tok, grammar.GrammarFactory(tok.backend_json(), len(tok), eos)
 
 
 def allowed_ids(mask: np.ndarray, vocab: int) -> np.ndarray:
