@@ -4,10 +4,10 @@ same GGUF, first start and later starts, each in a fresh process.
     python benchmarks/startup.py [--backend cpu|cuda] [--model NAME_OR_PATH] [--reps 3]
                                  [--tree LABEL=DIR ...] [--llama-exe PATH | --llama-dir DIR]
 
-- engine: a Python process that builds the engine as `samevm serve` does (serve's own config,
-  LLMEngine.from_gguf, the grammar tokenizer the loader builds before going live) and
-  generates one token after the chat prompt. Phases: interpreter start, imports, then
-  from_gguf's own (gguf, backend, tokenizer, weights, kv_cache), grammar, first token.
+- engine: a Python process that builds the engine as `samevm serve` does (serve's own config
+  and first load, runtime/server/loading.load) and generates one token after the chat
+  prompt. Phases: interpreter start, imports, from_gguf's own (gguf, backend, tokenizer,
+  weights, kv_cache), what load() adds (the grammar tokenizer), the first token.
 - server: `samevm serve` from exec to the first streamed token of a /v1/chat/completions
   request (/health polled every 10 ms, then one streaming request); also when it answered
   at all and when it said ready, and from_gguf's phases from its log.
@@ -45,26 +45,25 @@ LOADED = re.compile(r"loaded \S+ .* in [\d.]+ s \((?P<phases>[^)]*)\)")
 # ---- the engine child (timed from its own first line) ------------------------------------
 def engine_child(model: str, backend: str) -> None:
     t0 = time.perf_counter()
-    from runtime.engine.llm_engine import LLMEngine
     from runtime.sampling import SamplingParams
+    from runtime.server import loading
     from runtime.server.revisions import RevisionRegistry
     from runtime.server.state import ServerState
     from samevm.cli import build_parser
     from samevm.commands.serve import build_config
     from samevm.settings import Settings
     config = build_config(build_parser().parse_args(["serve", "--model", model, "--backend", backend]), Settings())
-    t1 = time.perf_counter()
-    engine = LLMEngine.from_gguf(config.engine)
-    t2 = time.perf_counter()
     state = ServerState(config, RevisionRegistry(config.revisions_dir, config.model_id))
-    state.grammar_factory(engine)               # what loading.load builds before a model goes live
+    t1 = time.perf_counter()
+    engine = loading.load(state, config.engine.model, config.engine.revision)    # serve's own first load
     t3 = time.perf_counter()
     ids = engine.tokenizer.encode(engine.tokenizer.render_chat(PROMPT))
     token = engine.generate([ids], SamplingParams(max_tokens=1, temperature=0))[0].token_ids
     t4 = time.perf_counter()
     heavy = sorted(m for m in ("torch", "transformers", "cupy") if m in sys.modules)
-    print(json.dumps({"imports": t1 - t0, **getattr(engine, "load_phases", {"load": t2 - t1}),
-                      "grammar": t3 - t2, "first_forward": t4 - t3, "child_total": t4 - t0,
+    phases = getattr(engine, "load_phases", {"from_gguf": engine.load_seconds})
+    print(json.dumps({"imports": t1 - t0, **phases, "grammar": t3 - t1 - engine.load_seconds,
+                      "first_forward": t4 - t3, "child_total": t4 - t0,
                       "prompt_tokens": len(ids), "token": token, "modules": heavy}), flush=True)
 
 

@@ -66,8 +66,9 @@ def load(state: ServerState, path: str, revision: str) -> LLMEngine:
         engine = LLMEngine.from_gguf(cfg)
     except (ModelLoadError, ValueError, OSError) as e:
         raise Refused(422, f"cannot load {Path(path).name}: {e}") from e
-    # The grammar tokenizer (seconds for a large vocabulary, in Rust without the GIL) builds
-    # beside the rest of the start, not on a request: one that needs it first waits for it.
+    # The grammar tokenizer (seconds for a large vocabulary, holding the GIL) builds while the
+    # model goes live and the stack's other services start, not on a request; a request that
+    # needs it first waits for it (state.grammar_lock).
     threading.Thread(target=state.grammar_factory, args=(engine,), name="grammar-tokenizer", daemon=True).start()
     return engine
 

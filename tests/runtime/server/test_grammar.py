@@ -3,6 +3,10 @@ allowed ones, the text is a valid call / a document of the schema."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import jsonschema
 import numpy as np
@@ -17,6 +21,7 @@ WEATHER = {"type": "object", "properties": {"city": {"enum": ["Paris", "Rome", "
                                             "days": {"type": "integer", "minimum": 1, "maximum": 7},
                                             "metric": {"type": "boolean"}}, "required": ["city", "days"]}
 CLOCK = {"type": "object", "properties": {}}
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
@@ -159,3 +164,50 @@ def test_strict_auto_is_valid_calls_or_text_that_does_not_open_like_a_call(facto
             kinds.add("text")
             assert text and text[0] not in " \n\t{[<`", text
     assert kinds == {"calls", "text"}
+
+
+def test_the_grammar_tokenizer_from_the_snapshot_equals_llguidance_on_transformers(factory):
+    """GrammarFactory reads our cached `tokenizers` JSON; llguidance's own path reads the
+    transformers tokenizer: both must allow the same tokens at every step of a grammar."""
+    import llguidance.hf
+    tok, f = factory
+    ref = llguidance.hf.from_tokenizer(tok.hf, n_vocab=len(tok), eos_token=f.eos_ids)
+    for text in ("Hello world", '{"city": "Paris", "days": 3}', "<tool_call>\n{}\n</tool_call>"):
+        assert f.tokenizer.tokenize_str(text) == ref.tokenize_str(text)
+    tools = ToolSet.from_request([{"type": "function", "function": {"name": "get_weather", "parameters": WEATHER}}])
+    source = grammar.call_or_text_grammar(tools.schemas, parallel=True, tags=f.call_tags)
+    ours = f.constraint(source)
+    theirs = grammar.GrammarConstraint(grammar.LLMatcher(ref, source, log_level=0), len(tok), f.eos_ids)
+    rng = np.random.default_rng(1)
+    for _ in range(60):
+        if ours.is_terminated():
+            break
+        allowed = ours.allowed()
+        assert np.array_equal(allowed, theirs.allowed())
+        token = int(rng.choice(allowed_ids(allowed, len(tok))))
+        ours.advance(token)
+        theirs.advance(token)
+    assert theirs.is_terminated() == ours.is_terminated()
+
+
+def test_serving_with_grammars_needs_no_transformers(factory, tiny_gguf, tokenizer_cache, tmp_path):
+    """The server's first load (the engine, then the grammar tokenizer beside it) from a warm
+    tokenizer cache never imports transformers (seconds of a start)."""
+    code = f"""
+import json, sys
+from runtime.config import EngineConfig
+from runtime.server import loading
+from runtime.server.config import ServerConfig
+from runtime.server.revisions import RevisionRegistry
+from runtime.server.state import ServerState
+cfg = ServerConfig(engine=EngineConfig(model={tiny_gguf("qwen2")!r}, backend="cpu", kv_cache_mb=8,
+                                       tokenizer_cache={tokenizer_cache!r}), model_id="m", home={str(tmp_path)!r})
+state = ServerState(cfg, RevisionRegistry(cfg.revisions_dir, cfg.model_id))
+engine = loading.load(state, cfg.engine.model, "r1")
+factory = state.grammar_factory(engine)
+print(json.dumps({{"tags": factory.call_tags, "transformers": "transformers" in sys.modules}}))"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = json.loads(run.stdout.splitlines()[-1])
+    assert out == {"tags": list(factory[1].call_tags), "transformers": False}
