@@ -2,14 +2,16 @@
 
 The first load converts the GGUF's vocabulary through transformers' GGUF converters (~20 s
 for 150k tokens) and caches, under `cache_dir/<fingerprint>`, transformers' own save (what
-`.hf` reloads for constrained decoding) and a snapshot of the state every call here runs
-on: the Rust `tokenizers` model exactly as transformers drives it (`backend.json`) and the
-chat template with the special tokens it sees (`chat.json`, written last, with the digest of
-`backend.json`: an entry that does not match it is converted again). Encode, decode and render_chat
-always run on that snapshot, through `tokenizers` and jinja2 alone (the template rendered
-with the globals, filters and message clean-up of transformers' apply_chat_template), so a
-load from the cache imports neither transformers nor torch. A tokenizer the snapshot
-cannot express (a dict of named templates, clean-up of decoded spaces) stays on transformers.
+`.hf` reloads, for training and for tokenizers the snapshot cannot express) and a snapshot
+of the state every call here runs on: the Rust `tokenizers` model exactly as transformers
+drives it (`backend.json`, also what the server's grammars read) and the chat template with
+the special tokens it sees (`chat.json`, written last, with the digest of `backend.json`: an
+entry that does not match it is converted again, never trusted). Encode, decode and
+render_chat always run on that snapshot, through `tokenizers` and jinja2 alone (the template
+rendered with the globals, filters and message clean-up of transformers'
+apply_chat_template), so a load from the cache imports neither transformers nor torch. A
+tokenizer the snapshot cannot express (a dict of named templates, clean-up of decoded
+spaces) stays on transformers.
 """
 from __future__ import annotations
 
