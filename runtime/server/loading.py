@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -66,10 +65,7 @@ def load(state: ServerState, path: str, revision: str) -> LLMEngine:
         engine = LLMEngine.from_gguf(cfg)
     except (ModelLoadError, ValueError, OSError) as e:
         raise Refused(422, f"cannot load {Path(path).name}: {e}") from e
-    # The grammar tokenizer (seconds for a large vocabulary, holding the GIL) builds while the
-    # model goes live and the stack's other services start, not on a request; a request that
-    # needs it first waits for it (state.grammar_lock).
-    threading.Thread(target=state.grammar_factory, args=(engine,), name="grammar-tokenizer", daemon=True).start()
+    state.grammar_factory(engine)           # builds the grammar tokenizer now, not on a request
     return engine
 
 
@@ -121,17 +117,14 @@ def start(state: ServerState) -> None:
             registry.refused(target[1], target[0], "start", e.reason)
             log.warning("could not resume revision %s (%s); serving %s", target[1], e.reason, cfg.engine.model)
             engine = None
-    with ThreadPoolExecutor(1) as pool:
-        if engine is None:                  # the digest reads the whole file: beside the load
-            digest = pool.submit(file_digest, cfg.engine.model)
-            try:
-                engine = load(state, cfg.engine.model, cfg.engine.revision)
-            except Refused as e:
-                state.load_error = e.reason
-                log.error("model failed to load: %s", e.reason)
-                return
-        else:
-            digest = pool.submit(file_digest, engine.config.model)
+    with ThreadPoolExecutor(1) as pool:     # the digest reads the whole file, off the GIL: beside the load
+        digest = pool.submit(file_digest, engine.config.model if engine else cfg.engine.model)
+        try:
+            engine = engine or load(state, cfg.engine.model, cfg.engine.revision)
+        except Refused as e:
+            state.load_error = e.reason
+            log.error("model failed to load: %s", e.reason)
+            return
         registry.activated(engine.revision, engine.config.model, "start", **facts(engine), digest=digest.result())
     state.loop = EngineLoop(engine)
 
