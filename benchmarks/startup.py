@@ -251,9 +251,13 @@ def main() -> None:
            "llama_exe": str(llama) if llama else None}
     records = [{"engine": e, "mode": m, "start": s, **summarize(rs), **env} for (e, m, s), rs in runs.items()]
     base = next((r for r in records if r["engine"] == "llama.cpp"), None)
+    first_tree = f"samevm@{next(iter(trees))}"
     for r in records:
         if base is not None and r is not base:
             r["vs_llama.cpp"] = r["start_to_first_token_s"] / base["start_to_first_token_s"]
+        same = next((o for o in records if (o["engine"], o["mode"], o["start"]) == (first_tree, r["mode"], r["start"])), None)
+        if r["engine"] not in (first_tree, "llama.cpp") and same is not None:
+            r[f"vs_{first_tree}"] = r["start_to_first_token_s"] / same["start_to_first_token_s"]
         print(f"{r['engine']:>24} {r['mode']:>11} {r['start']:>5}: {r['start_to_first_token_s']:.2f} s "
               f"[{r['min_s']:.2f}-{r['max_s']:.2f}]" + (f" ({r['vs_llama.cpp']:.1f}x llama.cpp)"
                                                       if "vs_llama.cpp" in r else ""))
