@@ -187,7 +187,9 @@ def plot(records: list[dict], path: Path) -> None:
         ax.text(r["start_to_first_token_s"], y, f" {r['start_to_first_token_s']:.2f} s", va="center", fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("process start to first token, s (median)")
-    ax.set_title(f"start-up, {records[0]['model']}, {records[0]['backend']} ({records[0]['device']})", fontsize=10)
+    loads = [run["loadavg"] for r in records for run in r["runs"]]
+    ax.set_title(f"start-up, {records[0]['model']}, {records[0]['backend']} ({records[0]['device']}), "
+                 f"load average {min(loads):.1f}-{max(loads):.1f}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 

@@ -53,12 +53,17 @@ def snapshot(hf) -> tuple[str, dict] | None:
     cleans_up = hf.clean_up_tokenization_spaces and type(hf.backend_tokenizer.model).__name__ != "BPE"
     if cleans_up or not (template is None or isinstance(template, str)) or hf.split_special_tokens:
         return None
+    chat = {"template": template, "special_tokens": dict(hf.special_tokens_map),
+            "eos_token_id": hf.eos_token_id}
+    return plain_backend(hf).to_str(), chat
+
+
+def plain_backend(hf) -> RustTokenizer:
+    """A copy of a transformers tokenizer's Rust tokenizer, padding and truncation off."""
     backend = RustTokenizer.from_str(hf.backend_tokenizer.to_str())
     backend.no_padding()
     backend.no_truncation()
-    chat = {"template": template, "special_tokens": dict(hf.special_tokens_map),
-            "eos_token_id": hf.eos_token_id}
-    return backend.to_str(), chat
+    return backend
 
 
 # ---- chat templates, rendered as transformers' apply_chat_template renders them ----------
@@ -194,6 +199,8 @@ class Tokenizer:
             return False
         try:
             chat = json.loads((self.cached / "chat.json").read_text())
+            if not isinstance(chat, dict):
+                raise ValueError("chat.json is not an object")
             backend_json = (self.cached / "backend.json").read_text()
             if hashlib.sha256(backend_json.encode()).hexdigest() != chat.pop("backend_sha256", None):
                 raise ValueError("backend.json does not match the digest chat.json recorded")
@@ -212,10 +219,7 @@ class Tokenizer:
         """The `tokenizers` JSON of this tokenizer, padding and truncation off (what llguidance
         reads): the snapshot's, else exported from transformers."""
         if self._backend_json is None:
-            backend = RustTokenizer.from_str(self.hf.backend_tokenizer.to_str())
-            backend.no_padding()
-            backend.no_truncation()
-            self._backend_json = backend.to_str()
+            self._backend_json = plain_backend(self.hf).to_str()
         return self._backend_json
 
     @property
