@@ -9,7 +9,7 @@ same GGUF, first start and later starts, each in a fresh process.
   prompt. Phases: interpreter start, imports, from_gguf's own (gguf, backend, tokenizer,
   weights, kv_cache), what load() adds (the grammar tokenizer), the first token.
 - server: `samevm serve` from exec to the first streamed token of a /v1/chat/completions
-  request (/health polled every 10 ms, then one streaming request); also when it answered
+  request (/health polled every 0.1 s as the supervisor does, then one streaming request); when it answered
   at all and when it said ready, and from_gguf's phases from its log.
 - llama.cpp: `llama-bench -pg P,1` (P: the same prompt's tokens), process start to exit;
   it keeps no cache, so every start is a later start (the GGUF is in the page cache for all).
@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 PROMPT = [{"role": "user", "content": "Write a Python function that checks whether a number is prime, "
                                       "then explain how it works step by step."}]
-POLL_S = 0.01
+POLL_S = 0.1                    # as the supervisor polls a starting child: faster polls slow the load they watch
 LOADED = re.compile(r"loaded \S+ .* in [\d.]+ s \((?P<phases>[^)]*)\)")
 
 
