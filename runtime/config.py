@@ -90,6 +90,7 @@ class EngineConfig:
     kv_cache_mb: int = 1024            # KV cache size when num_kv_blocks is 0
     num_kv_blocks: int = 0
     tokenizer_cache: str | None = None  # where converted tokenizers are kept
+    kernel_cache: str | None = None    # where compiled CUDA kernels are kept (None: CuPy's ~/.cupy)
     revision: str = ""                 # weights revision reported in responses
     lora: str | None = None            # a PEFT LoRA adapter folder served on the model (runtime/lora.py)
     overlap: bool = True               # queue the next step before reading this one's tokens (CUDA)

@@ -2,13 +2,16 @@
 
 The first load converts the GGUF's vocabulary through transformers' GGUF converters (~20 s
 for 150k tokens) and caches, under `cache_dir/<fingerprint>`, transformers' own save (what
-`.hf` reloads for constrained decoding) and a snapshot of the state every call here runs
-on: the Rust `tokenizers` model exactly as transformers drives it (`backend.json`) and the
-chat template with the special tokens it sees (`chat.json`). Encode, decode and render_chat
-always run on that snapshot, through `tokenizers` and jinja2 alone (the template rendered
-with the globals, filters and message clean-up of transformers' apply_chat_template), so a
-load from the cache imports neither transformers nor torch. A tokenizer the snapshot
-cannot express (a dict of named templates, clean-up of decoded spaces) stays on transformers.
+`.hf` reloads, for training and for tokenizers the snapshot cannot express) and a snapshot
+of the state every call here runs on: the Rust `tokenizers` model exactly as transformers
+drives it (`backend.json`, also what the server's grammars read) and the chat template with
+the special tokens it sees (`chat.json`, written last, with the digest of `backend.json`: an
+entry that does not match it is converted again, never trusted). Encode, decode and
+render_chat always run on that snapshot, through `tokenizers` and jinja2 alone (the template
+rendered with the globals, filters and message clean-up of transformers'
+apply_chat_template), so a load from the cache imports neither transformers nor torch. A
+tokenizer the snapshot cannot express (a dict of named templates, clean-up of decoded
+spaces) stays on transformers.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import shutil
 from collections.abc import Mapping
 from datetime import datetime
 from functools import lru_cache
@@ -49,12 +53,17 @@ def snapshot(hf) -> tuple[str, dict] | None:
     cleans_up = hf.clean_up_tokenization_spaces and type(hf.backend_tokenizer.model).__name__ != "BPE"
     if cleans_up or not (template is None or isinstance(template, str)) or hf.split_special_tokens:
         return None
+    chat = {"template": template, "special_tokens": dict(hf.special_tokens_map),
+            "eos_token_id": hf.eos_token_id}
+    return plain_backend(hf).to_str(), chat
+
+
+def plain_backend(hf) -> RustTokenizer:
+    """A copy of a transformers tokenizer's Rust tokenizer, padding and truncation off."""
     backend = RustTokenizer.from_str(hf.backend_tokenizer.to_str())
     backend.no_padding()
     backend.no_truncation()
-    chat = {"template": template, "special_tokens": dict(hf.special_tokens_map),
-            "eos_token_id": hf.eos_token_id}
-    return backend.to_str(), chat
+    return backend
 
 
 # ---- chat templates, rendered as transformers' apply_chat_template renders them ----------
@@ -171,20 +180,47 @@ class Tokenizer:
         self.architecture = metadata.get("general.architecture")
         self.cached = Path(cache_dir) / self.fingerprint if cache_dir else None
         self._hf = None
-        if self.cached and all((self.cached / name).exists() for name in SNAPSHOT):
-            backend_json = (self.cached / "backend.json").read_text()
-            chat = json.loads((self.cached / "chat.json").read_text())
-            self._use(backend_json, chat)
+        if self.cached and self._load_snapshot():
             return
         state = snapshot(self.hf) or (None, None)
         if state[0] and self.cached:
-            for name, text in zip(SNAPSHOT, (state[0], json.dumps(state[1]))):
-                (self.cached / name).write_text(text)
+            digest = hashlib.sha256(state[0].encode()).hexdigest()
+            # chat.json last, each file whole or absent (a rename): its presence means a complete entry
+            for name, text in zip(SNAPSHOT, (state[0], json.dumps({**state[1], "backend_sha256": digest}))):
+                tmp = self.cached / f".{name}.tmp"
+                tmp.write_text(text)
+                tmp.replace(self.cached / name)
         self._use(*state)
+
+    def _load_snapshot(self) -> bool:
+        """Use the cached snapshot if it is whole; a damaged entry (a partial write, a file
+        changed since) is removed, to be converted afresh, never trusted."""
+        if not (self.cached / SNAPSHOT[1]).exists():
+            return False
+        try:
+            chat = json.loads((self.cached / "chat.json").read_text())
+            if not isinstance(chat, dict):
+                raise ValueError("chat.json is not an object")
+            backend_json = (self.cached / "backend.json").read_text()
+            if hashlib.sha256(backend_json.encode()).hexdigest() != chat.pop("backend_sha256", None):
+                raise ValueError("backend.json does not match the digest chat.json recorded")
+            self._use(backend_json, chat)
+            return True
+        except (OSError, ValueError, UnicodeDecodeError) as e:
+            log.warning("tokenizer cache %s is damaged (%s); converting again", self.cached, e)
+            shutil.rmtree(self.cached, ignore_errors=True)
+            return False
 
     def _use(self, backend_json: str | None, chat: dict | None) -> None:
         self.backend = RustTokenizer.from_str(backend_json) if backend_json else None
-        self.chat = chat
+        self._backend_json, self.chat = backend_json, chat
+
+    def backend_json(self) -> str:
+        """The `tokenizers` JSON of this tokenizer, padding and truncation off (what llguidance
+        reads): the snapshot's, else exported from transformers."""
+        if self._backend_json is None:
+            self._backend_json = plain_backend(self.hf).to_str()
+        return self._backend_json
 
     @property
     def hf(self):

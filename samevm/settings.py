@@ -43,6 +43,10 @@ class Settings(BaseSettings):
         return self.home / "cache" / "tokenizers"
 
     @property
+    def kernel_cache(self) -> Path:
+        return self.home / "cache" / "kernels"
+
+    @property
     def runtime_url(self) -> str:
         return f"http://{self.host}:{self.runtime_port}"
 

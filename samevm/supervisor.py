@@ -36,6 +36,7 @@ from samevm.settings import Settings
 
 log = logging.getLogger(__name__)
 POLL_S = 0.5
+STARTING_POLL_S = 0.1           # while a child starts: its readiness is seen within this, not 1.5 s later
 EXIT_USAGE = 2                  # samevm's exit code for bad settings or arguments: never retried
 
 
@@ -142,11 +143,12 @@ class Stack:
                    cancel: threading.Event | None = None) -> None:
         """Block until every service is ready; StackError if one fails or `timeout` passes.
         `progress(rows)` is called about once a second while waiting."""
-        deadline = time.monotonic() + timeout
+        deadline, told = time.monotonic() + timeout, float("-inf")
         while True:
             rows = self.status()
-            if progress:
+            if progress and time.monotonic() - told >= 1.0:
                 progress(rows)
+                told = time.monotonic()
             failed = [r for r in rows if r["state"] == "failed"]
             if failed:
                 raise StackError("; ".join(f"{r['name']} failed: {r['detail']} (log: {r['log']})" for r in failed))
@@ -155,7 +157,7 @@ class Stack:
             if time.monotonic() > deadline or (cancel and cancel.is_set()):
                 waiting = [f"{r['name']} ({r['state']}: {r['detail']})" for r in rows if r["state"] != "ready"]
                 raise StackError(f"not ready after {timeout:.0f} s: {', '.join(waiting)}")
-            time.sleep(1.0)
+            time.sleep(STARTING_POLL_S)
 
     def status(self) -> list[dict]:
         with self._lock:
@@ -208,12 +210,16 @@ class Stack:
         log.info("started %s (pid %d)", s.name, s.proc.pid)
 
     def _watch(self) -> None:
-        while not self._stopping.wait(POLL_S):
+        while not self._stopping.wait(STARTING_POLL_S if self._starting() else POLL_S):
             with self._lock:
                 for s in self.services:
                     if not s.external and s.state not in ("stopped", "failed"):
                         self._check(s)
                 self._write_state()
+
+    def _starting(self) -> bool:
+        with self._lock:
+            return any(s.state in ("starting", "restarting") for s in self.services)
 
     def _check(self, s: Service) -> None:
         now = time.monotonic()

@@ -87,8 +87,10 @@ class Ops(Protocol):
     # forward(prepare(batch), kv) (the CUDA backend replays decode steps as CUDA graphs)
 
 
-def create_backend(name: str, cpu_dtype: str = "float32", cuda: CudaOptions | None = None) -> Ops:
-    """'cpu', 'cuda', or 'auto' (CUDA when CuPy sees a GPU, else CPU)."""
+def create_backend(name: str, cpu_dtype: str = "float32", cuda: CudaOptions | None = None,
+                   kernel_cache: str | None = None) -> Ops:
+    """'cpu', 'cuda', or 'auto' (CUDA when CuPy sees a GPU, else CPU). `kernel_cache`: the
+    folder CUDA kernels compiled by NVRTC are kept in across processes."""
     if name == "auto":
         name = "cuda" if cuda_available() else "cpu"
     if name == "cpu":
@@ -96,6 +98,9 @@ def create_backend(name: str, cpu_dtype: str = "float32", cuda: CudaOptions | No
         return CPUOps(dtype=cpu_dtype)
     if name == "cuda":
         from runtime.backends.cuda import CUDAOps
+        from runtime.backends.cuda.device import keep_kernels_in
+        if kernel_cache:
+            keep_kernels_in(kernel_cache)
         return CUDAOps(cuda or CudaOptions())
     raise ValueError(f"unknown backend {name!r} (cpu, cuda, auto)")
 

@@ -146,25 +146,35 @@ class LLMEngine:
         self.in_flight: InFlight | None = None
         self.held: list[StepOutput] = []     # collected early (prompt_logits), out with the next step
         self.load_seconds = 0.0
+        self.load_phases: dict[str, float] = {}     # from_gguf's seconds per phase, in order
 
     @classmethod
     def from_gguf(cls, config: EngineConfig, ops: Ops | None = None) -> LLMEngine:
         """The engine for config.model: its weights on `ops` (default: config's backend), its
         tokenizer and chat template from the same file."""
-        t0 = time.monotonic()
+        phases, t0 = {}, time.monotonic()
+
+        def done(phase: str) -> None:
+            phases[phase] = time.monotonic() - t0 - sum(phases.values())
+
         gguf = load_gguf(config.model)
-        ops = ops or create_backend(config.backend, config.cpu_dtype, config.cuda)
+        done("gguf")
+        ops = ops or create_backend(config.backend, config.cpu_dtype, config.cuda, config.kernel_cache)
+        done("backend")
         tokenizer = Tokenizer(gguf.path, config.tokenizer_cache, metadata=gguf.metadata)
+        done("tokenizer")
         num_blocks, max_model_len = kv_layout(config, gguf.spec, ops)
         adapter = load_adapter(config.lora, gguf.spec) if config.lora else None
         model = build_model(gguf, ops, max_model_len, adapter)
+        done("weights")
         revision = config.revision or quick_digest(gguf.path) + (revision_suffix(adapter.path, adapter.sha256) if adapter else "")
         engine = cls(config, model, tokenizer, ops, revision=revision)
-        engine.load_seconds = time.monotonic() - t0
-        log.info("loaded %s (%s, %d layers)%s on %s in %.1f s; %d KV blocks of %d",
+        done("kv_cache")
+        engine.load_seconds, engine.load_phases = time.monotonic() - t0, phases
+        log.info("loaded %s (%s, %d layers)%s on %s in %.1f s (%s); %d KV blocks of %d",
                  gguf.path.name, gguf.spec.arch, gguf.spec.n_layers,
-                 f" with LoRA {adapter.name} (rank {adapter.rank})" if adapter else "", ops.name,
-                 engine.load_seconds, num_blocks, config.block_size)
+                 f" with LoRA {adapter.name} (rank {adapter.rank})" if adapter else "", ops.name, engine.load_seconds,
+                 ", ".join(f"{k} {v:.2f} s" for k, v in phases.items()), num_blocks, config.block_size)
         return engine
 
     # ---- requests --------------------------------------------------------------------

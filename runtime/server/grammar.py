@@ -17,11 +17,11 @@ from __future__ import annotations
 import copy
 import json
 
-import llguidance
-import llguidance.hf
 import numpy as np
 from llguidance import LLMatcher
 from llguidance.numpy import allocate_token_bitmask, fill_next_token_bitmask
+
+from runtime.server.grammar_tokens import grammar_tokenizer
 
 JSON_STYLE = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
 MAX_PARALLEL_CALLS = 8
@@ -96,12 +96,13 @@ def lark_grammar(lark: str) -> str:
 
 
 class GrammarFactory:
-    """Compiles grammars against one tokenizer. Building it converts the vocabulary (about
-    3 s for 150k tokens), so it is built once per tokenizer, at model load."""
+    """Compiles grammars against one tokenizer (runtime.tokenizer.Tokenizer: llguidance reads
+    its `tokenizers` JSON, what llguidance.hf extracts from transformers, so serving needs no
+    transformers; see grammar_tokens). Built once per tokenizer, at model load."""
 
-    def __init__(self, hf_tokenizer, vocab: int, eos_ids: set[int]):
+    def __init__(self, tokenizer, vocab: int, eos_ids: set[int]):
         self.vocab = vocab
-        self.tokenizer = llguidance.hf.from_tokenizer(hf_tokenizer, n_vocab=vocab, eos_token=sorted(eos_ids))
+        self.tokenizer = grammar_tokenizer(tokenizer, vocab, sorted(eos_ids))
         self.eos_ids = sorted(eos_ids)
         self.call_tags = TOKEN_TAGS if self._special(TOKEN_TAGS) else TEXT_TAGS
 

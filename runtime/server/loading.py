@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import anyio
@@ -141,14 +142,15 @@ def start(state: ServerState) -> None:
             registry.refused(target[1], target[0], "start", e.reason)
             log.warning("could not resume revision %s (%s); serving %s", target[1], e.reason, cfg.engine.model)
             engine = None
-    try:
-        engine = engine or load(state, cfg.engine.model, cfg.engine.revision, cfg.engine.lora)
-    except Refused as e:
-        state.load_error = e.reason
-        log.error("model failed to load: %s", e.reason)
-        return
-    registry.activated(engine.revision, engine.config.model, "start", **facts(engine),
-                       digest=file_digest(engine.config.model))
+    with ThreadPoolExecutor(1) as pool:     # the digest reads the whole file, off the GIL: beside the load
+        digest = pool.submit(file_digest, engine.config.model if engine else cfg.engine.model)
+        try:
+            engine = engine or load(state, cfg.engine.model, cfg.engine.revision, cfg.engine.lora)
+        except Refused as e:
+            state.load_error = e.reason
+            log.error("model failed to load: %s", e.reason)
+            return
+        registry.activated(engine.revision, engine.config.model, "start", **facts(engine), digest=digest.result())
     state.loop = EngineLoop(engine)
 
 

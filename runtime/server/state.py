@@ -50,5 +50,5 @@ class ServerState:
         key = engine.tokenizer.fingerprint
         with self.grammar_lock:
             if key not in self.grammars:
-                self.grammars[key] = GrammarFactory(engine.tokenizer.hf, engine.spec.vocab, engine.eos_ids)
+                self.grammars[key] = GrammarFactory(engine.tokenizer, engine.spec.vocab, engine.eos_ids)
             return self.grammars[key]

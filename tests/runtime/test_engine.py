@@ -151,3 +151,10 @@ def test_bad_requests_are_refused_and_engine_keeps_working(model_path, tokenizer
     out = engine.generate([prompts(engine, 1)[0]], SamplingParams(max_tokens=100, temperature=0, ignore_eos=True))[0]
     assert out.finish_reason == "length"      # capped by the context, not a crash
     assert len(out.token_ids) + out.prompt_tokens == 64
+
+
+def test_load_reports_its_phases(model_path, tokenizer_cache):
+    engine = make_engine(model_path, tokenizer_cache)
+    assert list(engine.load_phases) == ["gguf", "backend", "tokenizer", "weights", "kv_cache"]
+    assert all(s >= 0 for s in engine.load_phases.values())
+    assert sum(engine.load_phases.values()) <= engine.load_seconds + 1e-6

@@ -219,3 +219,55 @@ def test_real_qwen_template_when_installed(tmp_path):
             assert got == want
             assert ours.encode(got) == ref.encode(want, add_special_tokens=False)
             assert ours.decode(ours.encode(got)) == ref.decode(ref.encode(want), skip_special_tokens=True)
+
+
+def damage_truncated(entry: Path) -> None:
+    text = (entry / "backend.json").read_text()
+    (entry / "backend.json").write_text(text[: len(text) // 2])
+
+
+def damage_vocabulary(entry: Path) -> None:
+    """Still valid JSON a `tokenizers` model loads, but no longer what the GGUF holds."""
+    backend = json.loads((entry / "backend.json").read_text())
+    vocab = backend["model"]["vocab"]
+    by_id = {i: t for t, i in vocab.items()}
+    a, b = (by_id[i] for i in Tokenizer(entry.parent.parent / "tok.gguf").encode("hello world")[:2])
+    vocab[a], vocab[b] = vocab[b], vocab[a]
+    (entry / "backend.json").write_text(json.dumps(backend))
+
+
+def damage_chat(entry: Path) -> None:
+    (entry / "chat.json").write_text('{"template": ')
+
+
+@pytest.mark.parametrize("damage", [damage_truncated, damage_vocabulary, damage_chat])
+def test_a_damaged_cache_entry_is_converted_again_not_trusted(tmp_path, damage):
+    path = write_tokenizer_gguf(tmp_path / "tok.gguf", CHATML_TEMPLATE, False)
+    fresh = Tokenizer(path)                       # no cache: converted from the GGUF
+    cache = tmp_path / "cache"
+    entry = Tokenizer(path, cache).cached
+    damage(entry)
+    again = Tokenizer(path, cache)
+    messages = CONVERSATIONS[1]
+    assert [again.encode(t, True) for t in TEXTS] == [fresh.encode(t, True) for t in TEXTS]
+    assert again.encode("hello world") == fresh.encode("hello world")
+    assert again.render_chat(messages, TOOLS) == fresh.render_chat(messages, TOOLS)
+    later = Tokenizer(path, cache)                # the entry was written whole again
+    assert later._hf is None and later.backend_json() == fresh.backend_json()
+    assert later.encode("hello world") == fresh.encode("hello world")
+
+
+def test_the_cache_round_trips_exactly(tmp_path):
+    """A load from the cache equals a fresh conversion: the same tokenizer JSON, ids, text and
+    chat rendering (and nothing of transformers loaded for it)."""
+    path = write_tokenizer_gguf(tmp_path / "tok.gguf", FEATURE_TEMPLATE, True)
+    fresh = Tokenizer(path)
+    Tokenizer(path, tmp_path / "cache")
+    cached = Tokenizer(path, tmp_path / "cache")
+    assert cached._hf is None
+    assert cached.backend_json() == fresh.backend_json() and cached.chat == fresh.chat
+    for text in TEXTS:
+        ids = fresh.encode(text, True)
+        assert cached.encode(text, True) == ids and cached.decode(ids, False) == fresh.decode(ids, False)
+    for messages in CONVERSATIONS:
+        assert cached.render_chat(messages, TOOLS) == fresh.render_chat(messages, TOOLS)

@@ -13,6 +13,7 @@ np.float32), exactly what the kernel's C signature takes.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
 from pathlib import Path
 
@@ -62,6 +63,26 @@ def _launch_kernel_ex():
     fn.argtypes = [ctypes.POINTER(_LaunchConfig), ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]
     fn.restype = ctypes.c_int
     return fn
+
+
+def kernels_fingerprint() -> str:
+    """A hash of every file under kernels/: CuPy keys a cached binary on the compiled file's
+    own text, its options and the NVRTC version, not on the headers it includes."""
+    h = hashlib.sha256()
+    for path in sorted(KERNELS.iterdir()):
+        if path.suffix in (".cu", ".cuh"):
+            h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def keep_kernels_in(root: str | Path) -> Path:
+    """Point CuPy's on-disk kernel cache at root/<kernels_fingerprint>, so later starts load
+    binaries instead of compiling (NVRTC: seconds per module). CuPy reads CUPY_CACHE_DIR at
+    each compile: its one setting for this."""
+    folder = Path(root) / kernels_fingerprint()
+    folder.mkdir(parents=True, exist_ok=True)
+    os.environ["CUPY_CACHE_DIR"] = str(folder)
+    return folder
 
 
 class CaptureError(RuntimeError):

@@ -3,12 +3,16 @@ allowed ones, the text is a valid call / a document of the schema."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import jsonschema
 import numpy as np
 import pytest
 
-from runtime.server import grammar
+from runtime.server import grammar, grammar_tokens
 from runtime.server.toolcalls import parse
 from runtime.server.tool_schemas import ToolSet
 from runtime.tokenizer import Tokenizer
@@ -17,13 +21,14 @@ WEATHER = {"type": "object", "properties": {"city": {"enum": ["Paris", "Rome", "
                                             "days": {"type": "integer", "minimum": 1, "maximum": 7},
                                             "metric": {"type": "boolean"}}, "required": ["city", "days"]}
 CLOCK = {"type": "object", "properties": {}}
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
 def factory(tiny_gguf, tokenizer_cache):
     tok = Tokenizer(tiny_gguf("qwen2"), tokenizer_cache)
     eos = {tok.hf.convert_tokens_to_ids("<|im_end|>")}
-    return tok, grammar.GrammarFactory(tok.hf, len(tok), eos)
+    return tok, grammar.GrammarFactory(tok, len(tok), eos)
 
 
 def allowed_ids(mask: np.ndarray, vocab: int) -> np.ndarray:
@@ -159,3 +164,81 @@ def test_strict_auto_is_valid_calls_or_text_that_does_not_open_like_a_call(facto
             kinds.add("text")
             assert text and text[0] not in " \n\t{[<`", text
     assert kinds == {"calls", "text"}
+
+
+def same_masks(tok, ours: grammar.GrammarFactory, ref, source: str, seed: int) -> None:
+    """Both factories allow the same tokens at every step of a random walk through `source`."""
+    mine = ours.constraint(source)
+    theirs = grammar.GrammarConstraint(grammar.LLMatcher(ref, source, log_level=0), len(tok), ours.eos_ids)
+    rng = np.random.default_rng(seed)
+    for _ in range(60):
+        if mine.is_terminated():
+            break
+        allowed = mine.allowed()
+        assert np.array_equal(allowed, theirs.allowed())
+        token = int(rng.choice(allowed_ids(allowed, len(tok))))
+        mine.advance(token)
+        theirs.advance(token)
+    assert theirs.is_terminated() == mine.is_terminated()
+
+
+def test_the_grammar_tokenizer_equals_llguidance_on_transformers_first_and_from_its_table(tiny_gguf, tmp_path,
+                                                                                          monkeypatch):
+    """The first build reads our cached `tokenizers` JSON, later ones the token table kept
+    beside it; llguidance's own path reads the transformers tokenizer: all three must
+    tokenize alike and allow the same tokens at every step of a grammar. A damaged table
+    is built again from the JSON."""
+    import llguidance.hf
+    tok = Tokenizer(tiny_gguf("qwen2"), tmp_path / "cache")
+    eos = {tok.encode("<|im_end|>")[0]}
+    ref = llguidance.hf.from_tokenizer(tok.hf, n_vocab=len(tok), eos_token=sorted(eos))
+    tools = ToolSet.from_request([{"type": "function", "function": {"name": "get_weather", "parameters": WEATHER}}])
+    table = tok.cached / grammar_tokens.TABLE
+    tags = set()
+    for build in ("json", "table", "damaged"):
+        if build == "table":              # from the table alone: reading the JSON again is refused
+            real = grammar_tokens.LLTokenizer
+            monkeypatch.setattr(grammar_tokens, "LLTokenizer", lambda source, **kw: real(
+                source, **kw) if not isinstance(source, str) else pytest.fail("the JSON was read again"))
+        if build == "damaged":
+            monkeypatch.undo()
+            table.write_bytes(table.read_bytes()[:-40])
+        built = grammar.GrammarFactory(tok, len(tok), eos)
+        assert table.exists()
+        tags.add(built.call_tags)
+        for text in ("Hello world", '{"city": "Paris", "days": 3}', "<tool_call>\n{}\n</tool_call>", "ünï 🦊"):
+            assert built.tokenizer.tokenize_str(text) == ref.tokenize_str(text), build
+        source = grammar.call_or_text_grammar(tools.schemas, parallel=True, tags=built.call_tags)
+        for seed in range(3):
+            same_masks(tok, built, ref, source, seed)
+    assert len(tags) == 1
+    assert grammar_tokens.load_table(table, "another json", len(tok)) is None
+    assert grammar_tokens.load_table(table, *_source_and_vocab(tok)) is not None     # rewritten whole
+
+
+def _source_and_vocab(tok) -> tuple[str, int]:
+    import hashlib
+    return hashlib.sha256(tok.backend_json().encode()).hexdigest(), len(tok)
+
+
+def test_serving_with_grammars_needs_no_transformers(factory, tiny_gguf, tokenizer_cache, tmp_path):
+    """The server's first load (the engine, then the grammar tokenizer beside it) from a warm
+    tokenizer cache never imports transformers (seconds of a start)."""
+    code = f"""
+import json, sys
+from runtime.config import EngineConfig
+from runtime.server import loading
+from runtime.server.config import ServerConfig
+from runtime.server.revisions import RevisionRegistry
+from runtime.server.state import ServerState
+cfg = ServerConfig(engine=EngineConfig(model={tiny_gguf("qwen2")!r}, backend="cpu", kv_cache_mb=8,
+                                       tokenizer_cache={tokenizer_cache!r}), model_id="m", home={str(tmp_path)!r})
+state = ServerState(cfg, RevisionRegistry(cfg.revisions_dir, cfg.model_id))
+engine = loading.load(state, cfg.engine.model, "r1")
+factory = state.grammar_factory(engine)
+print(json.dumps({{"tags": factory.call_tags, "transformers": "transformers" in sys.modules}}))"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = json.loads(run.stdout.splitlines()[-1])
+    assert out == {"tags": list(factory[1].call_tags), "transformers": False}
