@@ -55,9 +55,9 @@ def with_sections(pages: list[Page], entries: list[tuple[int, str, int]]) -> lis
     marks: dict[int, list[tuple[int, str]]] = {}
     path: list[str] = []
     for depth, title, number in entries:
+        path = path[:depth] + [title]
         if number not in texts:
             continue
-        path = path[:depth] + [title]
         placed = marks.setdefault(number, [])
         after = placed[-1][0] if placed else 0
         found = re.compile(r"\s+".join(map(re.escape, title.split())), re.I).search(texts[number], after)
