@@ -6,7 +6,8 @@
 The PDFs come from Debian documentation packages (the question file names package and
 member): read from their installed path when present, else fetched with `apt-get download`
 and unpacked with `dpkg -x` under the cache folder. Without apt (not Debian) the script
-says so and exits 2. Every extractor's text of every PDF is measured (pages/s, glue rate:
+says so and exits 2. Every extractor's text of every PDF, read by rag.pdf.read_pdf as ingest
+reads it (running heads dropped, outline headings attached), is measured (pages/s, glue rate:
 the share of letters in 20+-letter "words") and ingested into a collection of its own,
 all PDFs together (extractors named in --subset-extractors: only the --subset PDFs, to
 spare embedding time on PDFs where all extractors give the same words); the default
@@ -41,8 +42,8 @@ from benchmarks.provenance import commit as head_commit  # noqa: E402
 from rag import extract  # noqa: E402
 from rag.budget import Budget  # noqa: E402
 from rag.index import PRF  # noqa: E402
-from rag.pdf import clean_text, glue_rate  # noqa: E402
-from rag.types import Document, Page  # noqa: E402
+from rag.pdf import glue_rate, read_pdf  # noqa: E402
+from rag.types import Document  # noqa: E402
 from worker.services import Services  # noqa: E402
 from worker.settings import WorkerSettings  # noqa: E402
 
@@ -77,9 +78,9 @@ def read(path: Path, extractor: str) -> tuple[Document, float, float]:
     """The document as this extractor reads it, its glue rate, and the pages it read a second."""
     data = path.read_bytes()
     t0 = time.perf_counter()
-    texts = extract.EXTRACTORS[extractor](data, Budget(seconds=3600))
+    pages = tuple(read_pdf(data, path.name, Budget(seconds=3600), extractor))
     seconds = time.perf_counter() - t0
-    pages = tuple(Page(i, clean_text(t)) for i, t in enumerate(texts, 1))
+    texts = [p.text for p in pages]
     return Document(str(path), "pdf", pages, hashlib.sha256(data).hexdigest()), glue_rate(texts), len(texts) / seconds
 
 
@@ -122,6 +123,11 @@ SETTINGS = [   # (name, mode, rerank, fusion, SearchSettings changes)
     *[(f"hybrid convex + prf weight={w} top={t}", "hybrid", PRF, "convex", {"prf_weight": w, "prf_top": t})
       for w in (0.3, 0.5) for t in (3, 5)],
     ("hybrid convex + embedding rerank", "hybrid", "embedding", "convex", {}),
+    ("hybrid convex, contents pages not lowered", "hybrid", None, "convex", {"contents_penalty": 0.0}),
+    ("hybrid convex, contents pages lowered by 0.2", "hybrid", None, "convex", {"contents_penalty": 0.2}),
+    ("hybrid convex, BM25 without section headings", "hybrid", None, "convex", {"section_keywords": False}),
+    ("hybrid convex, neither (the previous default)", "hybrid", None, "convex",
+     {"section_keywords": False, "contents_penalty": 0.0}),
 ]
 DEFAULT_SETTING = ("default: hybrid convex", "hybrid", None, "convex", {})
 

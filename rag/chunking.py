@@ -8,9 +8,15 @@ chunk would be embedded by its head only). A window ends at the last sentence en
 boundary; the next window starts at the sentence start nearest `overlap` tokens back
 (within twice that), else at a word start. `offsets(text)` gives the (start, end) character span of each token, special
 tokens excluded, as a fast tokenizer's offset mapping does.
+
+Each chunk carries the heading path in force where it starts (from the page's `sections`)
+and whether its page is a table of contents or an index: five or more lines ending in a
+dot leader (". . . . 42"). Such pages name every topic and answer none; search ranks them
+a little lower (rag.index).
 """
 from __future__ import annotations
 
+import bisect
 import re
 from typing import Callable, Iterable
 
@@ -18,6 +24,8 @@ from rag.types import Chunk, Page
 
 Offsets = Callable[[str], list[tuple[int, int]]]
 _SENTENCE_END = re.compile(r"[.!?:;]['\")\]]?$")
+_LEADER = re.compile(r"(?:\. ?){5,}\s*\S*\d+\s*$|(?:\. ?){5,}$", re.M)   # ". . . . . 42" / "......"
+CONTENTS_LINES = 5
 
 
 def _starts(text: str, spans: list[tuple[int, int]]) -> tuple[list[bool], list[bool]]:
@@ -53,12 +61,21 @@ def chunk_pages(pages: Iterable[Page], offsets: Offsets, size: int, overlap: int
     chunks: list[Chunk] = []
     for page in pages:
         spans = offsets(page.text)
+        contents = is_contents(page.text)
+        starts = [offset for offset, _ in page.sections]
         for i, j in _windows(page.text, spans, size, overlap):
             start, end = spans[i][0], spans[j - 1][1]
             text = page.text[start:end].strip()
+            at = bisect.bisect_right(starts, start) - 1
             if text:
-                chunks.append(Chunk(text, page.number, len(chunks), start, end))
+                chunks.append(Chunk(text, page.number, len(chunks), start, end,
+                                    page.sections[at][1] if at >= 0 else "", contents))
     return chunks
+
+
+def is_contents(text: str) -> bool:
+    """A table of contents or an index page: many lines end in a dot leader."""
+    return len(_LEADER.findall(text)) >= CONTENTS_LINES
 
 
 def word_offsets(text: str) -> list[tuple[int, int]]:

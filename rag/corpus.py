@@ -1,5 +1,5 @@
-"""A collection held in memory for searching: chunk ids, texts, metadata, stored vectors and
-the BM25 index.
+"""A collection held in memory for searching: chunk ids, texts, metadata, stored vectors,
+the BM25 index (over heading path + text) and which chunks come from contents pages.
 
 Built from the store once per change of the collection (RagIndex drops it on its own
 writes; the chunk count catches other writers). With the vectors here a query costs one
@@ -23,12 +23,17 @@ class Corpus:
     metas: list[dict]
     vectors: np.ndarray          # [n, dim] float32, unit length
     bm25: Bm25Index
+    contents: np.ndarray         # [n] 1.0 where the chunk comes from a contents or index page, else 0.0
+    sections: bool               # BM25 was built over heading path + text
 
     @classmethod
-    def build(cls, ids: list[str], texts: list[str], metas: list[dict], vectors) -> "Corpus":
+    def build(cls, ids: list[str], texts: list[str], metas: list[dict], vectors, sections: bool = True) -> "Corpus":
+        """`sections`: BM25 reads each chunk's heading path (metadata "section") before its text."""
         n = len(ids)
         vectors = np.asarray(vectors, np.float32).reshape(n, -1) if n else np.zeros((0, 1), np.float32)
-        return cls(n, list(ids), list(texts), list(metas), vectors, Bm25Index(ids, texts))
+        keywords = [f"{m['section']}\n{t}" if sections and m.get("section") else t for t, m in zip(texts, metas)]
+        contents = np.array([bool(m.get("contents")) for m in metas], np.float32)
+        return cls(n, list(ids), list(texts), list(metas), vectors, Bm25Index(ids, keywords), contents, sections)
 
     def cosine(self, query_vector: np.ndarray) -> np.ndarray:
         """[n] cosine of every chunk with a unit query vector."""

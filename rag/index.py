@@ -9,7 +9,9 @@ so a failure leaves that document as it was. Writes are serialised by a lock. A 
 bounds each document's chunks and the call's time, and stops it when the caller cancels.
 
 Search scores every chunk of the collection in memory (rag.corpus): cosine against the
-stored vectors, BM25, fused (rag.fusion), then optionally reranked. "prf" (pseudo-relevance
+stored vectors, BM25 (over each chunk's text and its section heading path), fused
+(rag.fusion; chunks of contents and index pages lose `contents_penalty`), then optionally
+reranked. "prf" (pseudo-relevance
 feedback, Rocchio 1971) moves the query vector toward the stored vectors of the best fused
 chunks and scores again: no text is embedded again, the cost is one more matrix-vector
 product. Other names go to rag.rerank's backends over the top candidates' texts. No rerank
@@ -55,6 +57,8 @@ class SearchSettings:
     per_page: int = 1            # chunks of one page in a result list (0: no limit)
     candidates: int = 50         # rrf list depth
     rerank_top: int = 20         # chunks a text reranker rescores
+    contents_penalty: float = 0.1   # convex: subtracted from chunks of contents/index pages
+    section_keywords: bool = True   # BM25 reads each chunk's heading path with its text
 
 
 class RagIndex:
@@ -122,7 +126,9 @@ class RagIndex:
         ids = [f"{doc.content_hash[:16]}-{c.index}" for c in chunks]
         metas = [{"doc_id": doc_id, "source": doc.source, "content_hash": doc.content_hash,
                   "kind": doc.kind, "chunk": c.index, "ingested_at": now, "pages": len(doc.pages),
-                  **({"page": c.page} if c.page is not None else {})} for c in chunks]
+                  **({"page": c.page} if c.page is not None else {}),
+                  **({"section": c.section} if c.section else {}), **({"contents": True} if c.contents else {})}
+                 for c in chunks]
         self.store.add(collection, ids, [c.text for c in chunks], metas, vectors)
         try:
             self.store.delete(collection, old_ids)
@@ -166,8 +172,9 @@ class RagIndex:
     def corpus(self, collection: str) -> Corpus:
         count = self.store.collection(collection).count()
         cached = self._corpora.get(collection)
-        if cached is None or cached.count != count:     # count catches writes by other clients
-            cached = Corpus.build(*self.store.texts(collection))
+        if cached is None or cached.count != count or cached.sections != self.settings.section_keywords:
+            # the count catches writes by other clients
+            cached = Corpus.build(*self.store.texts(collection), sections=self.settings.section_keywords)
             self._corpora[collection] = cached
         return cached
 
@@ -203,8 +210,9 @@ class RagIndex:
             stage = {"vector": cos, "bm25": bm, "fused": score if mode == "hybrid" else None,
                      PRF: final if final is not score else None}
             scores = {name: float(v[i]) for name, v in stage.items() if v is not None}
-            hits.append(Hit(corpus.ids[i], corpus.metas[i]["doc_id"], corpus.texts[i], corpus.metas[i]["source"],
-                            corpus.metas[i].get("page"), float(final[i]), scores))
+            meta = corpus.metas[i]
+            hits.append(Hit(corpus.ids[i], meta["doc_id"], corpus.texts[i], meta["source"], meta.get("page"),
+                            meta.get("section"), float(final[i]), scores))
         if reranker and hits:
             for hit, r in zip(hits, reranker.score(query, [h.text for h in hits])):
                 hit.scores["rerank"] = hit.score = r
@@ -218,7 +226,7 @@ class RagIndex:
         if mode == "bm25":
             return bm
         if fusion == "convex":
-            return convex(cos, bm, self.settings.alpha)
+            return convex(cos, bm, self.settings.alpha) - self.settings.contents_penalty * corpus.contents
         depth = max(k, self.settings.candidates)
         fused = dict(rrf([_top(cos, depth, corpus.ids), _top(bm, depth, corpus.ids, positive=True)]))
         return np.array([fused.get(cid, 0.0) for cid in corpus.ids], np.float32)

@@ -3,7 +3,8 @@
 Text comes from rag.extract: poppler's pdftotext by default (it keeps the spaces between
 words that pypdf drops in many real manuals; see benchmarks/results/rag_eval.json), pdfium
 where pdftotext is missing or fails, and pdfium again for any single page the first
-extractor left blank. Page numbers are physical (1 = the first page of the file), never
+extractor left blank. Each page carries the section headings of the PDF's outline
+(rag.outline). Page numbers are physical (1 = the first page of the file), never
 the printed ones. Refuses (InputError) bytes that are not a PDF, encrypted PDFs it cannot
 open with an empty password, PDFs pypdf cannot parse, PDFs over the budget's pages or time,
 and PDFs without any extractable text (scans).
@@ -22,6 +23,7 @@ from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError
 from rag import extract
 from rag.budget import Budget
 from rag.errors import InputError
+from rag.outline import outline_entries, with_sections
 from rag.types import Page
 
 log = logging.getLogger(__name__)
@@ -73,9 +75,8 @@ def _fallback_page(data: bytes, index: int) -> str:
         pdf.close()
 
 
-def extract_pages(data: bytes, name: str, extractor: str, budget: Budget) -> list[str]:
+def extract_pages(data: bytes, name: str, extractor: str, budget: Budget, reader: PdfReader) -> list[str]:
     """Raw text of each physical page: `extractor`, else the fallback for the whole file."""
-    reader = _open(data, name)
     n = len(reader.pages)
     budget.check_pages(n, name)
     texts: list[str] | None = None
@@ -136,8 +137,10 @@ def strip_running_lines(texts: list[str]) -> list[str]:
 def read_pdf(data: bytes, name: str = "document.pdf", budget: Budget | None = None,
              extractor: str = extract.DEFAULT) -> list[Page]:
     budget = budget or Budget()
-    texts = strip_running_lines([clean_text(raw) for raw in extract_pages(data, name, extractor, budget)])
-    pages = [Page(number, clean_text(text)) for number, text in enumerate(texts, start=1)]
+    reader = _open(data, name)
+    texts = strip_running_lines([clean_text(raw) for raw in extract_pages(data, name, extractor, budget, reader)])
+    pages = with_sections([Page(number, clean_text(text)) for number, text in enumerate(texts, start=1)],
+                          outline_entries(reader))
     if not any(p.text for p in pages):
         raise InputError(f"{name}: no extractable text in {len(pages)} page(s) "
                          "(a scanned PDF? OCR is not supported)")

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 class Page:
     number: int | None        # 1-based PDF page; None for text without pages
     text: str
+    sections: tuple[tuple[int, str], ...] = ()   # (offset in text, heading path) where each section starts
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +26,8 @@ class Chunk:
     index: int                # position of the chunk in its document
     start: int                # character span in its page's text
     end: int
+    section: str = ""         # heading path in force at the chunk's start ("" when unknown)
+    contents: bool = False    # cut from a table of contents or an index page
 
 
 @dataclass(slots=True)
@@ -34,5 +37,6 @@ class Hit:
     text: str
     source: str
     page: int | None
+    section: str | None                              # heading path (from a PDF's outline)
     score: float                                     # the score the final order uses
     scores: dict[str, float] = field(default_factory=dict)  # per stage: vector, bm25, fused, rerank

@@ -51,3 +51,16 @@ def test_chunks_end_and_start_at_sentence_boundaries():
     for c in chunks:
         assert c.text.endswith(".") and c.text.startswith("Step "), c.text
     assert " ".join(c.text for c in chunks).count("Step 29 ") >= 1
+
+
+def test_chunks_carry_their_section_and_contents_pages_are_marked():
+    body = "one two three. four five six. seven eight nine."
+    pages = [Page(1, "Intro " + body, ((0, "Intro"), (20, "Intro > Setup"))),
+             Page(2, "Contents\n" + "\n".join(f"Topic {i} . . . . . . . . {i}" for i in range(6))),
+             Page(3, body, ((0, "Intro > Setup"),))]
+    chunks = chunk_pages(pages, word_offsets, size=4, overlap=1)
+    assert [c.section for c in chunks if c.page == 1][0] == "Intro"
+    assert [c.section for c in chunks if c.page == 1][-1] == "Intro > Setup"
+    assert {c.section for c in chunks if c.page == 3} == {"Intro > Setup"}
+    assert {c.contents for c in chunks} == {True, False}
+    assert all(c.contents == (c.page == 2) for c in chunks)

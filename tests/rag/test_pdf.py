@@ -36,3 +36,24 @@ def test_pages_keep_their_numbers_and_text():
 def test_bad_pdfs_are_refused(data, message):
     with pytest.raises(InputError, match=message):
         read_pdf(data, "bad.pdf")
+
+
+def test_pages_carry_the_outline_headings():
+    from fpdf import FPDF
+    pdf = FPDF()
+    pdf.set_font("Helvetica", size=11)
+    for chapter, sections in (("Install", ["From source"]), ("Usage", [])):
+        pdf.add_page()
+        pdf.start_section(chapter)
+        pdf.multi_cell(0, 6, f"{chapter}\nSome words about it.", new_x="LMARGIN", new_y="NEXT")
+        for s in sections:
+            pdf.start_section(s, level=1)
+            pdf.multi_cell(0, 6, f"{s}\nRun the build.", new_x="LMARGIN", new_y="NEXT")
+        pdf.add_page()
+        pdf.multi_cell(0, 6, "More words on a page without a heading.", new_x="LMARGIN", new_y="NEXT")
+    pages = read_pdf(bytes(pdf.output()))
+    first = pages[0]
+    assert [path for _, path in first.sections] == ["Install", "Install > From source"]
+    assert first.text[first.sections[1][0]:].startswith("From source")
+    assert pages[1].sections == ((0, "Install > From source"),)
+    assert [path for _, path in pages[2].sections] == ["Usage"] and pages[3].sections == ((0, "Usage"),)

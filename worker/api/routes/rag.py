@@ -169,4 +169,4 @@ def search(req: SearchRequest, rag: RagDep, settings: SettingsDep) -> dict:
     hits = rag.search(req.query, req.collection, req.k, req.mode, None if rerank == "none" else rerank, req.fusion)
     return {"collection": req.collection, "mode": req.mode, "rerank": rerank,
             "results": [{"chunk_id": h.chunk_id, "doc_id": h.doc_id, "source": h.source, "page": h.page,
-                         "text": h.text, "score": h.score, "scores": h.scores} for h in hits]}
+                         "section": h.section, "text": h.text, "score": h.score, "scores": h.scores} for h in hits]}
