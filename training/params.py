@@ -58,12 +58,14 @@ class OrpoParams(LoraParams):
 
 
 class SftParams(LoraParams):
-    """LoRA SFT on agent steps (training/sft.py). lr 2e-4 and r 16 / alpha 32 on every
-    projection are the usual LoRA settings for 0.5B-1.5B models; the steps come from the
-    data (`epochs` passes over it) unless `max_steps` is given."""
+    """LoRA SFT on agent steps (training/sft.py): r 16 / alpha 32 on every projection, the
+    usual LoRA setting for 0.5B-1.5B models. On 3,601 generated steps of the 0.5B (H200,
+    bf16) lr 2e-4 took the completion loss from 0.76 to 0.03 in 120 steps and went NaN near
+    step 200, so the default is half that and one epoch; the steps come from the data
+    (`epochs` passes over it) unless `max_steps` is given."""
 
-    learning_rate: float = Field(2e-4, gt=0, le=1e-2)
-    epochs: float = Field(2.0, gt=0, le=100)
+    learning_rate: float = Field(1e-4, gt=0, le=1e-2)
+    epochs: float = Field(1.0, gt=0, le=100)
     max_steps: int | None = Field(None, ge=1, le=1_000_000, description="overrides epochs")
     batch_size: int = Field(4, ge=1, le=256)
     gradient_accumulation_steps: int = Field(1, ge=1, le=256)

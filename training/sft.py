@@ -69,6 +69,10 @@ def _batches(examples: list[Example], size: int, rng: random.Random):
             yield order[i:i + size]
 
 
+class TrainingDiverged(RuntimeError):
+    """Too many steps with a non-finite loss or gradient to go on."""
+
+
 @dataclass
 class SftResult:
     model: PeftModel                       # the base with its trained LoRA adapter, unmerged
@@ -115,14 +119,26 @@ def train_sft(model: PreTrainedModel | PeftModel, examples: list[Example], param
     history: list[dict] = []
     before = evaluate(model, held_out, params.batch_size, device) if held_out else None
     t0 = time.monotonic()
+    skipped: list[int] = []
     for step in range(1, steps + 1):
         losses = []
         for _ in range(params.gradient_accumulation_steps):
             loss = _loss(model, collate(next(batches)), device)
-            (loss / params.gradient_accumulation_steps).backward()
             losses.append(loss.item())
-        torch.nn.utils.clip_grad_norm_(trainable, params.max_grad_norm)
-        optimizer.step()
+            if not math.isfinite(losses[-1]):
+                break
+            (loss / params.gradient_accumulation_steps).backward()
+        norm = torch.nn.utils.clip_grad_norm_(trainable, params.max_grad_norm) if all(map(math.isfinite, losses)) \
+            else torch.tensor(float("nan"))
+        if torch.isfinite(norm):
+            optimizer.step()
+        else:
+            # One batch overflowing (bf16) must not turn every adapter weight into NaN, as it
+            # did at step ~200 of the first real run: its update is dropped, and counted.
+            skipped.append(step)
+            if len(skipped) > max(3, steps // 20):
+                raise TrainingDiverged(f"SFT: {len(skipped)} of {step} steps had a non-finite loss or gradient "
+                                       f"(steps {skipped[:10]}); lower the learning rate")
         schedule.step()
         optimizer.zero_grad(set_to_none=True)
         elapsed = time.monotonic() - t0
@@ -138,7 +154,7 @@ def train_sft(model: PreTrainedModel | PeftModel, examples: list[Example], param
     metrics = {"steps": steps, "examples": len(examples), "held_out": len(held_out), "device": device,
                "train_seconds": round(seconds, 2), "first_loss": history[0]["loss"], "final_loss": history[-1]["loss"],
                "eval_loss_before": before, "eval_loss_after": history[-1].get("eval_loss"),
-               "trainable_parameters": sum(p.numel() for p in trainable)}
+               "trainable_parameters": sum(p.numel() for p in trainable), "skipped_steps": skipped}
     log.info("SFT: %d steps on %s in %.1f s; loss %.4f -> %.4f", steps, device, seconds,
              metrics["first_loss"], metrics["final_loss"])
     return SftResult(model, metrics, history)

@@ -145,3 +145,29 @@ def test_sft_then_orpo_train_on_cuda(base, tok, examples, tokenizer_cache):
                         learning_rate=1e-4, max_length=2048, device="cuda")
     orpo = train_orpo(result.model, load_tokenizer(base, tokenizer_cache), pairs, params, merge=False)
     assert orpo.metrics["device"] == "cuda" and isinstance(orpo.model, PeftModel)
+
+
+def test_a_non_finite_step_is_dropped_not_applied(base, examples, monkeypatch):
+    # The first real run's loss turned NaN at one step near 200 and every adapter weight with it.
+    import training.sft as sft
+    real, calls = sft._loss, []
+
+    def loss(model, batch, device):
+        calls.append(1)
+        value = real(model, batch, device)
+        return value * float("nan") if len(calls) == 3 else value
+
+    monkeypatch.setattr(sft, "_loss", loss)
+    result = train_sft(load_model(base), examples, FAST.model_copy(update={"max_steps": 6}))
+    assert result.metrics["skipped_steps"] == [3]
+    lora = [p for n, p in result.model.named_parameters() if "lora_" in n]
+    assert lora and all(torch.isfinite(p).all() for p in lora)
+    assert result.history[-1]["loss"] < result.history[0]["loss"]
+
+
+def test_training_that_keeps_diverging_stops_with_a_reason(base, examples, monkeypatch):
+    import training.sft as sft
+    real = sft._loss
+    monkeypatch.setattr(sft, "_loss", lambda m, b, d: real(m, b, d) * float("inf"))
+    with pytest.raises(sft.TrainingDiverged, match="non-finite"):
+        train_sft(load_model(base), examples, FAST.model_copy(update={"max_steps": 10}))
