@@ -38,6 +38,7 @@ class TuneConfig:
     pairs: Path | None = None           # pairs already sampled: skip sampling
     sample_rejected: bool = True
     samples: int = 4                    # replies sampled per step when looking for a rejected one
+    reject_steps: int | None = 600      # steps sampled for rejected replies (None: all of them)
     sft: SftParams = field(default_factory=SftParams)
     orpo: OrpoParams | None = field(default_factory=OrpoParams)   # None: no ORPO
     orpo_steps: int | None = None       # None: one pass over the pairs
@@ -131,7 +132,7 @@ def gather(settings: Settings, cfg: TuneConfig, bars: Bars, report: dict) -> Non
             from tuning.rejected import sample_rejected
             progress = bars.callback("sampling rejected replies", None)
             report["rejected"] = sample_rejected(stack.urls.runtime, steps, pairs, samples=cfg.samples,
-                                                 progress=progress)
+                                                 progress=progress, steps=cfg.reject_steps, seed=cfg.seed)
             progress.close()
         evaluate(stack, cfg, "base", suites, bars, report)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import re
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -98,12 +99,16 @@ def reply_dict(reply) -> dict:
 
 def sample_rejected(runtime_url: str, examples: Path, out: Path, samples: int = 4, temperature: float = 0.8,
                     progress: Callable[[int, int], None] | None = None, max_tokens: int = 400,
-                    threads: int = 16) -> dict:
-    """Sample `samples` replies per step of `examples` from the model at `runtime_url` and write
-    each distinct wrong one with its step to `out` (the step's fields, plus "rejected" and
-    "rejected_why"). A step the runtime refuses (longer than its context) is counted and
-    skipped. `progress(done, total)` is called per step. Returns the counts."""
+                    threads: int = 16, steps: int | None = None, seed: int = 0) -> dict:
+    """Sample `samples` replies per step of `examples` (or of `steps` of them, drawn with
+    `seed`) from the model at `runtime_url` and write each distinct wrong one with its step to
+    `out` (the step's fields, plus "rejected" and "rejected_why"). A step the runtime refuses
+    (longer than its context) is counted and skipped. `progress(done, total)` is called per
+    step. Returns the counts. Bound it: on the H200, 3,842 steps x 4 samples of the 0.5B had
+    not finished after 12 minutes."""
     records = [json.loads(line) for line in examples.read_text().splitlines() if line.strip()]
+    if steps is not None and steps < len(records):
+        records = random.Random(seed).sample(records, steps)
     model = ChatModel(runtime_url)
     refused: list[str] = []
 
@@ -157,13 +162,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--temperature", type=float, default=0.8)
     p.add_argument("--max-tokens", type=int, default=400)
     p.add_argument("--threads", type=int, default=16)
+    p.add_argument("--steps", type=int, help="sample this many steps, drawn at random (default: all)")
     args = p.parse_args(argv)
     with tqdm(desc="steps", unit="step") as bar:
         def progress(done: int, total: int) -> None:
             bar.total = total
             bar.update(done - bar.n)
         result = sample_rejected(args.runtime, args.examples, args.out, args.samples, args.temperature, progress,
-                                 args.max_tokens, args.threads)
+                                 args.max_tokens, args.threads, args.steps)
     print(json.dumps(result, indent=2))
 
 

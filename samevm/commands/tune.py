@@ -19,6 +19,8 @@ def register(sub) -> None:
     p.add_argument("--data", type=Path, help="use these agent steps (JSONL) instead of generating them")
     p.add_argument("--pairs", type=Path, help="use these preference pairs (JSONL) instead of sampling them")
     p.add_argument("--samples", type=int, default=4, help="replies sampled from the base per step for rejected ones")
+    p.add_argument("--reject-steps", type=int, default=600,
+                   help="steps (drawn at random) sampled for rejected replies; 0: all")
     p.add_argument("--epochs", type=float, default=1.0, help="SFT passes over the steps")
     p.add_argument("--steps", type=int, help="SFT optimizer steps (overrides --epochs)")
     p.add_argument("--orpo-steps", type=int, help="ORPO optimizer steps (default: one pass over the pairs)")
@@ -92,7 +94,8 @@ def run(args, settings) -> int:
                                                   gradient_accumulation_steps=args.batch_size,
                                                   max_length=args.max_length, device=args.device)
     cfg = tune.TuneConfig(base=Path(base), out=Path(out), tasks=args.tasks, seed=args.seed, data=args.data,
-                          pairs=args.pairs, samples=args.samples, sft=sft, orpo=orpo, orpo_steps=args.orpo_steps,
+                          pairs=args.pairs, samples=args.samples, reject_steps=args.reject_steps or None,
+                          sft=sft, orpo=orpo, orpo_steps=args.orpo_steps,
                           suites=suites, seeds=args.seeds, parallel=args.parallel, backend=backend,
                           export_type=args.export, resume=args.resume)
     print(f"samevm tune: {name} -> {cfg.out}", file=sys.stderr, flush=True)

@@ -71,9 +71,10 @@ def test_sampled_rejected_replies_differ_from_the_chosen(worker_url, tiny_server
     examples = tmp_path / "few.jsonl"
     examples.write_text("".join(json.dumps(r) + "\n" for r in picked))
     out = tmp_path / "pairs.jsonl"
-    stats = sample_rejected(tiny_server.url, examples, out, samples=2, temperature=1.0, max_tokens=40, threads=2)
+    stats = sample_rejected(tiny_server.url, examples, out, samples=2, temperature=1.0, max_tokens=40, threads=2,
+                            steps=3)
     pairs = [json.loads(line) for line in out.read_text().splitlines()]
-    assert stats["examples"] == 4 and stats["pairs"] == len(pairs) > 0
+    assert stats["examples"] == 3 and stats["pairs"] == len(pairs) > 0    # a bounded sample of the 4 steps
     for p in pairs:
         assert p["rejected"] != p["chosen"] and p["rejected"]["role"] == "assistant"
         assert wrong(p["chosen"], p["rejected"], p.get("keys"), said_by_agent(p["messages"])) == p["rejected_why"]
