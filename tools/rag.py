@@ -64,8 +64,9 @@ def register(registry: Registry) -> None:
             # (told "unknown collection", a small model retries the search instead of storing).
             return {"hits": [], "note": f"nothing is stored in the collection {collection!r} yet; "
                                         "store text with rag_ingest or files with rag_ingest_files"}
-        return {"hits": [{"source": h["source"], "page": h.get("page"), "text": h["text"][:SNIPPET_CHARS],
-                          "score": round(h["score"], 4)} for h in result["results"]]}
+        return {"hits": [{"source": h["source"], "page": h.get("page"),
+                          **({"section": h["section"]} if h.get("section") else {}),   # the PDF's heading path
+                          "text": h["text"][:SNIPPET_CHARS], "score": round(h["score"], 4)} for h in result["results"]]}
 
     @registry.tool(toolset="rag")
     def rag_documents(ctx: ToolContext, collection: str = "default") -> dict:

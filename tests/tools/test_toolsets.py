@@ -73,8 +73,9 @@ def test_rag_tools_find_the_right_page_of_a_pdf(call, docs_dir):
              "Basaltic lava flows are fluid, while andesitic eruptions build steep stratovolcanoes."]
     pdf = FPDF()
     pdf.set_font("Helvetica", size=11)
-    for text in pages:
+    for title, text in zip(["Baking", "Insects", "Volcanoes"], pages):
         pdf.add_page()
+        pdf.start_section(title)            # the outline a hit's section comes from
         pdf.multi_cell(0, 6, text)
     path = docs_dir / "nature.pdf"
     path.write_bytes(bytes(pdf.output()))
@@ -87,6 +88,7 @@ def test_rag_tools_find_the_right_page_of_a_pdf(call, docs_dir):
     assert call("rag_ingest_files", paths=[str(path)], collection="tools-test")["documents"][0]["status"] == "unchanged"
     hits = call("rag_search", query="how do bees tell each other where flowers are?", collection="tools-test")["hits"]
     assert hits[0]["source"].endswith("nature.pdf") and hits[0]["page"] == 2 and "waggle" in hits[0]["text"]
+    assert hits[0]["section"] == "Insects"
     call("rag_ingest", text="The samevm test note says the launch code is 4417.", source="note")
     assert "4417" in call("rag_search", query="launch code", k=1)["hits"][0]["text"]
     docs = call("rag_documents", collection="tools-test")["documents"]
