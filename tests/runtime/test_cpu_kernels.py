@@ -98,6 +98,28 @@ def test_int8_mode_runs_on_the_blocks_and_tracks_the_reference(tiny_gguf, tokeni
     assert (a.argmax(-1) == b.argmax(-1)).mean() >= 0.75      # random weights: many near ties
 
 
+def test_decode_steps_run_each_layer_in_one_call_and_match_the_op_by_op_path(tiny_gguf, tokenizer_cache, monkeypatch):
+    """Decode with the kernels goes through layer.c (one call a layer, two sequences at once);
+    its tokens and logprobs equal those of the same kernels called op by op from forward()."""
+    from runtime.sampling import SamplingParams
+    path = tiny_gguf("qwen2", Q.Q8_0)
+    engine = LLMEngine.from_gguf(EngineConfig(model=path, backend="cpu", cpu_dtype="int8", kv_cache_mb=16,
+                                              tokenizer_cache=tokenizer_cache))
+    prompts = [engine.tokenizer.encode("the quick brown fox"), engine.tokenizer.encode("jumps over the lazy dog again")]
+    params = SamplingParams(max_tokens=12, temperature=0, ignore_eos=True, logprobs=0)
+    calls = []
+    run_layer = engine.ops.kernels.run_layer
+    monkeypatch.setattr(engine.ops.kernels, "run_layer", lambda *a: calls.append(1) or run_layer(*a))
+    fused = engine.generate(prompts, params)
+    assert len(calls) >= 11 * len(engine.model.layers)
+    monkeypatch.setattr(engine.ops, "_fused_layers", lambda model, kv: None)
+    engine.blocks.hash_to_block.clear()
+    plain = engine.generate(prompts, params)
+    for a, b in zip(fused, plain):
+        assert a.token_ids == b.token_ids
+        np.testing.assert_allclose([lp for _, lp, _ in a.logprobs], [lp for _, lp, _ in b.logprobs], atol=1e-4)
+
+
 def test_without_the_extension_int8_falls_back_with_a_log_line(monkeypatch, caplog):
     monkeypatch.setattr(cpu_kernels, "_loaded", None)
     monkeypatch.setattr(cpu_kernels, "library_path", lambda: None)

@@ -13,8 +13,9 @@
  * itself (the results are the same bits), so a call ends as soon as the caller alone could
  * end it. Tile states carry the job's id, so a worker that wakes late in a later job fails
  * every claim; the buffers it may still read (activations, tile states, scratch) are owned
- * here and reallocated only when no worker is inside a job. Between calls workers spin a
- * little, then sleep, so torch's own threads get the cores back during the other ops.
+ * here and reallocated only when no worker is inside a job. Between calls workers spin about
+ * a millisecond, longer than the gaps between the products of a decode step (a futex wake-up
+ * per product cost more than a product), then sleep, so other work gets the cores back.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -24,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
+#include <time.h>
 #include "kern_api.h"
 
 extern const struct kern kern_scalar;
@@ -32,7 +34,7 @@ extern const struct kern kern_avx2, kern_avx512;
 #endif
 
 #define MAX_THREADS 256
-#define SPIN_ROUNDS 2000
+#define SPIN_CYCLES 4000000ull             /* ~1.5 ms of TSC: longer than the gaps inside a decode step */
 
 static const struct kern *K_ = &kern_scalar;
 static int level_ = 0;
@@ -65,6 +67,16 @@ static struct {
 static inline void relax(void) {
 #if defined(__x86_64__)
     __builtin_ia32_pause();
+#endif
+}
+
+static inline unsigned long long ticks(void) {
+#if defined(__x86_64__)
+    return __builtin_ia32_rdtsc();
+#else
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (unsigned long long)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 #endif
 }
 
@@ -127,13 +139,13 @@ static void *worker(void *p) {
     unsigned long seen = 0;
     for (;;) {
         unsigned long s;
-        int spins = 0;
+        unsigned long long since = ticks();
         while ((s = atomic_load_explicit(&P.seq, memory_order_acquire)) == seen || (s & 1)) {
-            if (++spins < SPIN_ROUNDS) { relax(); continue; }
+            if (ticks() - since < SPIN_CYCLES) { relax(); continue; }
             pthread_mutex_lock(&P.mu);
             while (atomic_load(&P.seq) == seen) pthread_cond_wait(&P.cv, &P.mu);
             pthread_mutex_unlock(&P.mu);
-            spins = 0;
+            since = ticks();
         }
         atomic_fetch_add(&P.active, 1);
         struct mjob j = P.job;                /* a copy: the caller may publish the next job */
@@ -159,9 +171,16 @@ static void run_matmul(const struct mjob *j) {
         pthread_cond_broadcast(&P.cv);
         pthread_mutex_unlock(&P.mu);
     }
-    int r0;
+    int r0, mine = 0;
+    unsigned long long t0 = ticks();
     for (int i; (i = atomic_fetch_add(&P.next, 1)) < j->tiles;)
-        if (claim(i, id, FREE, TAKEN)) { r0 = i * j->tile; tile_rows(j, i, &P.sc[0], j->y + r0, j->ldy); finish(i, id); }
+        if (claim(i, id, FREE, TAKEN)) {
+            r0 = i * j->tile; tile_rows(j, i, &P.sc[0], j->y + r0, j->ldy); finish(i, id); mine++;
+        }
+    /* Tiles are few and large (the claims are shared cache lines), so a worker still on its last
+     * one is given about two tiles' time before the caller takes it back. */
+    unsigned long long t1 = ticks(), grace = mine ? 2 * (t1 - t0) / mine : 0;
+    while (atomic_load_explicit(&P.done, memory_order_acquire) < j->tiles && ticks() - t1 < grace) relax();
     for (int i = 0; i < j->tiles; i++)        /* take back what no worker finished */
         if (claim(i, id, FREE, TAKEN) || claim(i, id, CLAIMED, TAKEN)) {
             r0 = i * j->tile;
@@ -236,8 +255,10 @@ int sv_quantize(const float *x, int T, int K) {
 int sv_matmul(int type, const uint8_t *w, long row_bytes, int N, int K, int T, float *y, long ldy) {
     unpack_fn u = K_->unpacker(type);
     if (!u || K % 32 || K != P.xK || T != P.xT) return -1;
-    int tile = T == 1 ? 16 : 64, tiles = (N + tile - 1) / tile;
-    size_t q = (size_t)tile * K, h = (size_t)tile * (K / 16), out = (size_t)tile * T;
+    /* decode: about four tiles a thread, in rows of 16; prefill: 64 rows for all T tokens */
+    int tile = T == 1 ? ((N + 4 * P.n - 1) / (4 * P.n) + 15) / 16 * 16 : 64, tiles = (N + tile - 1) / tile;
+    int unpacked = T == 1 ? 16 : tile;                 /* rows in the unpack scratch at once */
+    size_t q = (size_t)unpacked * K, h = (size_t)unpacked * (K / 16), out = (size_t)tile * T;
     int fits = tiles <= P.cap_state;
     for (int i = 0; i < P.n; i++)
         fits &= q <= P.sc[i].cap_q && h <= P.sc[i].cap_h && out <= P.sc[i].cap_out;
