@@ -73,6 +73,21 @@ def test_blocks_match_the_reference(qtype, level):
     assert torch.equal(y, one_by_one)
 
 
+@pytest.mark.parametrize("qtype", BLOCK_TYPES, ids=lambda q: q.name)
+def test_prefill_sized_batches_match_the_reference(qtype, level):
+    """From 16 tokens on, AVX512 runs the row-interleaved kernel: 37 tokens (a partial group of
+    8) against 70 rows (a partial group of 16); a token's result is the same in any such batch."""
+    rng = np.random.default_rng(int(qtype) + 100)
+    cols = 768 if qtype in KQUANTS else 864
+    raw, ref = random_blocks(qtype, 70, cols, rng)
+    x = torch.from_numpy(rng.standard_normal((37, cols)).astype(np.float32))
+    w = as_weight([(qtype, raw, cols)])
+    y, expect = w.matmul(x), x @ torch.from_numpy(ref).T
+    err = (y - expect).abs().max() / expect.abs().max()
+    assert err < 0.02, f"{qtype.name}: relative error {err:.4f}"
+    assert torch.equal(w.matmul(x[3:22]), y[3:22])
+
+
 def test_parts_of_different_types_fill_their_columns():
     rng = np.random.default_rng(1)
     (a, ra), (b, rb) = random_blocks(Q.Q5_0, 40, 256, rng), random_blocks(Q.Q6_K, 24, 256, rng)

@@ -234,7 +234,8 @@ int sv_set_level(int level) {
 
 /* Returns 0, or -1 if the buffers cannot be had. */
 int sv_quantize(const float *x, int T, int K) {
-    size_t n = (size_t)T * K;
+    int padded = (T + 7) / 8 * 8;              /* the prefill kernel reads tokens 8 at a time */
+    size_t n = (size_t)padded * K;
     if (n > P.cap_x) {
         quiesce();
         P.xq = grow_buf(P.xq, n);
@@ -245,6 +246,9 @@ int sv_quantize(const float *x, int T, int K) {
     }
     int H = K / 16;
     for (long t = 0; t < T; t++) K_->quantize(x + t * K, K, P.xq + t * K, P.xh + t * H, P.xsd + t * H);
+    memset(P.xq + (size_t)T * K, 0, (size_t)(padded - T) * K);
+    memset(P.xh + (size_t)T * H, 0, (size_t)(padded - T) * H * 4);
+    memset(P.xsd + (size_t)T * H, 0, (size_t)(padded - T) * H * 4);
     P.xT = T;
     P.xK = K;
     return 0;
