@@ -219,7 +219,10 @@ class CPUOps:
         for slots, (qs, qe) in zip(fb.seq_slots, fb.query_ranges):
             keys = k_cache.index_select(0, slots).to(q.dtype)       # [L, Hkv, D]
             values = v_cache.index_select(0, slots).to(q.dtype)
-            out[qs:qe] = _grouped_attention(q[qs:qe], keys, values, p.scale)
+            if self.kernels is not None:        # causal (half the work), heads over the kernels' threads
+                out[qs:qe] = self.kernels.attention_prefill(q[qs:qe], keys, values, p.scale)
+            else:
+                out[qs:qe] = _grouped_attention(q[qs:qe], keys, values, p.scale)
         return out.reshape(T, p.n_heads * D)
 
     def gather(self, x, fb: CPUBatch):

@@ -199,7 +199,23 @@ def test_decode_attention_matches_the_torch_path(interleaved):
     kv = torch.from_numpy(rng.standard_normal((1, 2, 8 * block, hkv, d)).astype(np.float32))
     kv_ref = kv.clone()
     fast = ops.attention(qkv, kv, 0, fb, rope, p)
+    reference = CPUOps(dtype="float32")
     fb.ctx = None
-    ref = ops.attention(qkv, kv_ref, 0, fb, rope, p)
+    ref = reference.attention(qkv, kv_ref, 0, fb, rope, p)
     torch.testing.assert_close(kv, kv_ref)
     torch.testing.assert_close(fast, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("head_dim", [64, 48])
+def test_prefill_attention_matches_the_reference(head_dim, level):
+    """The kernels' causal prefill attention (AVX512 for head sizes a multiple of 64, else plain
+    C) against the reference's grouped attention: a whole prompt, and the last 13 queries of a
+    context of 70 (a cached prefix)."""
+    from runtime.backends.cpu import _grouped_attention
+    rng = np.random.default_rng(head_dim)
+    q, k, v = (torch.from_numpy(rng.standard_normal(shape).astype(np.float32))
+               for shape in ((70, 6, head_dim), (70, 2, head_dim), (70, 2, head_dim)))
+    scale = head_dim ** -0.5
+    for first in (0, 57):
+        ref = _grouped_attention(q[first:], k, v, scale)
+        torch.testing.assert_close(kernels.attention_prefill(q[first:], k, v, scale), ref, rtol=1e-4, atol=1e-5)

@@ -85,6 +85,8 @@ class Kernels:
         lib.sv_attention_decode.argtypes = [p, i, i, i, i, p, p, p, p, p, p, i, p, p, ctypes.c_float, p]
         lib.sv_attention_decode.restype = i
         lib.sv_decode_layer.argtypes, lib.sv_decode_layer.restype = [p, p, p, p], i
+        lib.sv_attention_prefill.argtypes = [p, p, p, i, i, i, i, i, ctypes.c_float, p]
+        lib.sv_attention_prefill.restype = i
         self.best = lib.sv_init(threads)
         self.level = LEVELS[self.best]
         self.threads = lib.sv_threads()
@@ -144,6 +146,17 @@ class Kernels:
                                           ptr(ctx_start), scale, ptr(out))
         if rc:
             raise MemoryError("no memory for the attention scores")
+        return out
+
+    def attention_prefill(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: float) -> torch.Tensor:
+        """Causal attention of one sequence, its heads over the pool: q [n_q, Hq, D] (roped) are
+        the last n_q of the n_ctx positions of keys / values [n_ctx, Hkv, D] -> [n_q, Hq, D]."""
+        q, keys, values = q.float().contiguous(), keys.float().contiguous(), values.float().contiguous()
+        (n_q, hq, d), n_ctx, hkv = q.shape, keys.shape[0], keys.shape[1]
+        out = torch.empty(n_q, hq, d)
+        if self.lib.sv_attention_prefill(q.data_ptr(), keys.data_ptr(), values.data_ptr(), n_q, n_ctx - n_q, hq, hkv, d,
+                                         scale, out.data_ptr()):
+            raise MemoryError("no memory for prefill attention")
         return out
 
     def decode_layer(self, attn_norm: torch.Tensor, qkv: BlockWeight, qkv_bias: torch.Tensor | None,

@@ -43,7 +43,10 @@ enum { FREE, CLAIMED, PUBLISHING, DONE, TAKEN };    /* tile state, low 3 bits; t
 
 struct mjob {
     unpack_fn unpack; const uint8_t *w; long row_bytes; int N, K, tile, tiles, T; float *y; long ldy;
+    const struct attn *attn;                 /* set: the job is prefill attention, a tile a head */
 };
+
+struct attn { const float *q, *k, *v; int n_q, first, Hq, Hkv, D; float scale; };
 
 struct scratch { uint8_t *q; float *s, *m, *out; size_t cap_q, cap_h, cap_out; };
 
@@ -103,6 +106,13 @@ static int grow_scratch(struct scratch *s, size_t q, size_t h, size_t out) {
 /* Rows of tile i for all T tokens into out[t * ldo + (r - r0)]. */
 static void tile_rows(const struct mjob *j, int i, struct scratch *sc, float *out, long ldo) {
     int r0 = i * j->tile, r1 = r0 + j->tile < j->N ? r0 + j->tile : j->N;
+    if (j->attn) {                           /* head i: columns [i D, (i + 1) D) of [n_q, Hq D] */
+        const struct attn *a = j->attn;
+        long kv = (long)(i / (a->Hq / a->Hkv)) * a->D;
+        K_->attend(a->q + (long)i * a->D, (long)a->Hq * a->D, a->k + kv, a->v + kv, (long)a->Hkv * a->D,
+                   a->n_q, a->first, a->D, a->scale, out, ldo);
+        return;
+    }
     int step = j->T == 1 ? 16 : j->tile;         /* decode rows are unpacked 16 at a time */
     for (int a = r0; a < r1; a += step) {
         int b = a + step < r1 ? a + step : r1;
@@ -276,7 +286,7 @@ int sv_matmul(int type, const uint8_t *w, long row_bytes, int N, int K, int T, f
         }
         for (int i = 0; i < P.n; i++) if (!grow_scratch(&P.sc[i], q, h, out)) return -1;
     }
-    struct mjob j = { u, w, row_bytes, N, K, tile, tiles, T, y, ldy };
+    struct mjob j = { u, w, row_bytes, N, K, tile, tiles, T, y, ldy, 0 };
     run_matmul(&j);
     return 0;
 }
@@ -306,5 +316,30 @@ int sv_dequantize(int type, const uint8_t *w, long row_bytes, int N, int K, floa
         u(w + (long)r * row_bytes, K, sc->q, sc->s, sc->m);
         for (int i = 0; i < K; i++) out[(long)r * K + i] = sc->s[i / 16] * sc->q[i] + sc->m[i / 16];
     }
+    return 0;
+}
+
+/* Causal attention of one sequence's n_q queries, the last of its n_ctx = first + n_q positions,
+ * the heads shared out over the pool: q [n_q, Hq, D] roped, k, v [n_ctx, Hkv, D] contiguous,
+ * out [n_q, Hq D]. Returns 0, or -1 if the buffers cannot be had. */
+int sv_attention_prefill(const float *q, const float *k, const float *v, int n_q, int first, int Hq, int Hkv,
+                         int D, float scale, float *out) {
+    struct attn a = { q, k, v, n_q, first, Hq, Hkv, D, scale };
+    size_t o = (size_t)D * n_q;
+    int fits = Hq <= P.cap_state;
+    for (int i = 0; i < P.n; i++) fits &= o <= P.sc[i].cap_out;
+    if (!fits) {
+        quiesce();
+        if (Hq > P.cap_state) {
+            P.state = grow_buf((void *)P.state, (size_t)Hq * 8);
+            P.cap_state = P.state ? Hq : 0;
+            if (!P.state) return -1;
+            for (int i = 0; i < Hq; i++) atomic_store(&P.state[i], 0);
+        }
+        for (int i = 0; i < P.n; i++)
+            if (!grow_scratch(&P.sc[i], 64, 4, o)) return -1;
+    }
+    struct mjob j = { 0, 0, 0, Hq * D, 0, D, Hq, n_q, out, (long)Hq * D, &a };
+    run_matmul(&j);
     return 0;
 }
