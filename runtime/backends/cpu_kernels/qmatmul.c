@@ -15,7 +15,9 @@
  * every claim; the buffers it may still read (activations, tile states, scratch) are owned
  * here and reallocated only when no worker is inside a job. Between calls workers spin about
  * a millisecond, longer than the gaps between the products of a decode step (a futex wake-up
- * per product cost more than a product), then sleep, so other work gets the cores back.
+ * per product cost more than a product), then sleep, so other work gets the cores back. After
+ * the first tens of microseconds the spin yields the CPU between looks: on a loaded machine the
+ * caller may be scheduled on a worker's CPU, and a pure spin there halved its time.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -34,7 +36,8 @@ extern const struct kern kern_avx2, kern_avx512;
 #endif
 
 #define MAX_THREADS 256
-#define SPIN_CYCLES 4000000ull             /* ~1.5 ms of TSC: longer than the gaps inside a decode step */
+#define SPIN_PURE 100000ull                /* ~40 us of TSC spinning on the job word alone */
+#define SPIN_CYCLES 4000000ull             /* then ~1.5 ms yielding between looks: longer than the gaps inside a decode step */
 
 static const struct kern *K_ = &kern_scalar;
 static int level_ = 0;
@@ -151,7 +154,9 @@ static void *worker(void *p) {
         unsigned long s;
         unsigned long long since = ticks();
         while ((s = atomic_load_explicit(&P.seq, memory_order_acquire)) == seen || (s & 1)) {
-            if (ticks() - since < SPIN_CYCLES) { relax(); continue; }
+            unsigned long long waited = ticks() - since;
+            if (waited < SPIN_PURE) { relax(); continue; }
+            if (waited < SPIN_CYCLES) { sched_yield(); continue; }   /* the CPU to whoever shares it */
             pthread_mutex_lock(&P.mu);
             while (atomic_load(&P.seq) == seen) pthread_cond_wait(&P.cv, &P.mu);
             pthread_mutex_unlock(&P.mu);
@@ -269,8 +274,11 @@ int sv_quantize(const float *x, int T, int K) {
 int sv_matmul(int type, const uint8_t *w, long row_bytes, int N, int K, int T, float *y, long ldy) {
     unpack_fn u = K_->unpacker(type);
     if (!u || K % 32 || K != P.xK || T != P.xT) return -1;
-    /* decode: about four tiles a thread, in rows of 16; prefill: 64 rows for all T tokens */
-    int tile = T == 1 ? ((N + 4 * P.n - 1) / (4 * P.n) + 15) / 16 * 16 : 64, tiles = (N + tile - 1) / tile;
+    /* decode: about eight tiles a thread (at least 64 rows: a claim costs a shared cache line);
+     * prefill: 64 rows for all T tokens */
+    int tile = T == 1 ? ((N + 8 * P.n - 1) / (8 * P.n) + 15) / 16 * 16 : 64;
+    if (tile < 64) tile = 64;
+    int tiles = (N + tile - 1) / tile;
     int unpacked = T == 1 ? 16 : tile;                 /* rows in the unpack scratch at once */
     size_t q = (size_t)unpacked * K, h = (size_t)unpacked * (K / 16), out = (size_t)tile * T;
     int fits = tiles <= P.cap_state;
