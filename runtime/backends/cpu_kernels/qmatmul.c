@@ -269,6 +269,24 @@ int sv_quantize(const float *x, int T, int K) {
     return 0;
 }
 
+/* Tile states for `tiles` and every thread's scratch of at least q unpacked bytes, h scales and
+ * out results, grown while no worker is inside a job. Returns 0, or -1 if memory fails. */
+static int reserve(int tiles, size_t q, size_t h, size_t out) {
+    int fits = tiles <= P.cap_state;
+    for (int i = 0; i < P.n; i++)
+        fits &= q <= P.sc[i].cap_q && h <= P.sc[i].cap_h && out <= P.sc[i].cap_out;
+    if (fits) return 0;
+    quiesce();
+    if (tiles > P.cap_state) {
+        P.state = grow_buf((void *)P.state, (size_t)tiles * 8);
+        P.cap_state = P.state ? tiles : 0;
+        if (!P.state) return -1;
+        for (int i = 0; i < tiles; i++) atomic_store(&P.state[i], 0);
+    }
+    for (int i = 0; i < P.n; i++) if (!grow_scratch(&P.sc[i], q, h, out)) return -1;
+    return 0;
+}
+
 /* Against the activations of the last sv_quantize. Returns 0, or -1 for an unknown type, a
  * shape that does not match them, or a failed allocation. */
 int sv_matmul(int type, const uint8_t *w, long row_bytes, int N, int K, int T, float *y, long ldy) {
@@ -281,19 +299,7 @@ int sv_matmul(int type, const uint8_t *w, long row_bytes, int N, int K, int T, f
     int tiles = (N + tile - 1) / tile;
     int unpacked = T == 1 ? 16 : tile;                 /* rows in the unpack scratch at once */
     size_t q = (size_t)unpacked * K, h = (size_t)unpacked * (K / 16), out = (size_t)tile * T;
-    int fits = tiles <= P.cap_state;
-    for (int i = 0; i < P.n; i++)
-        fits &= q <= P.sc[i].cap_q && h <= P.sc[i].cap_h && out <= P.sc[i].cap_out;
-    if (!fits) {
-        quiesce();
-        if (tiles > P.cap_state) {
-            P.state = grow_buf((void *)P.state, (size_t)tiles * 8);
-            P.cap_state = P.state ? tiles : 0;
-            if (!P.state) return -1;
-            for (int i = 0; i < tiles; i++) atomic_store(&P.state[i], 0);
-        }
-        for (int i = 0; i < P.n; i++) if (!grow_scratch(&P.sc[i], q, h, out)) return -1;
-    }
+    if (reserve(tiles, q, h, out)) return -1;
     struct mjob j = { u, w, row_bytes, N, K, tile, tiles, T, y, ldy, 0 };
     run_matmul(&j);
     return 0;
@@ -333,20 +339,7 @@ int sv_dequantize(int type, const uint8_t *w, long row_bytes, int N, int K, floa
 int sv_attention_prefill(const float *q, const float *k, const float *v, int n_q, int first, int Hq, int Hkv,
                          int D, float scale, float *out) {
     struct attn a = { q, k, v, n_q, first, Hq, Hkv, D, scale };
-    size_t o = (size_t)D * n_q;
-    int fits = Hq <= P.cap_state;
-    for (int i = 0; i < P.n; i++) fits &= o <= P.sc[i].cap_out;
-    if (!fits) {
-        quiesce();
-        if (Hq > P.cap_state) {
-            P.state = grow_buf((void *)P.state, (size_t)Hq * 8);
-            P.cap_state = P.state ? Hq : 0;
-            if (!P.state) return -1;
-            for (int i = 0; i < Hq; i++) atomic_store(&P.state[i], 0);
-        }
-        for (int i = 0; i < P.n; i++)
-            if (!grow_scratch(&P.sc[i], 64, 4, o)) return -1;
-    }
+    if (reserve(Hq, 64, 4, (size_t)D * n_q)) return -1;
     struct mjob j = { 0, 0, 0, Hq * D, 0, D, Hq, n_q, out, (long)Hq * D, &a };
     run_matmul(&j);
     return 0;
