@@ -5,19 +5,21 @@
  *   sv_quantize(x[T,K])    activations -> int8 per 32 values (see kern.inc), kept here
  *   sv_matmul(type, w)     y[T, ldy] columns [0, N) = x . w^T, w the raw GGUF rows [N, row_bytes]
  *
- * Threads: one pool, workers pinned one a CPU of the process's affinity set; the caller's
- * thread works too. The machine may be shared, so a worker can be descheduled at any moment:
+ * Threads: one pool of workers, not pinned (on a shared machine a pinned worker and the
+ * caller could be kept on one CPU while the other ran someone else); the caller's thread
+ * works too. The machine may be shared, so a worker can be descheduled at any moment:
  * no one ever waits for one. Tiles of rows are claimed through `next`; a worker computes its
  * tile into its own buffer and publishes it only if the caller has not taken the tile back.
- * After its own share the caller takes back every tile still unfinished and computes it
- * itself (the results are the same bits), so a call ends as soon as the caller alone could
- * end it. Tile states carry the job's id, so a worker that wakes late in a later job fails
- * every claim; the buffers it may still read (activations, tile states, scratch) are owned
- * here and reallocated only when no worker is inside a job. Between calls workers spin about
- * a millisecond, longer than the gaps between the products of a decode step (a futex wake-up
- * per product cost more than a product), then sleep, so other work gets the cores back. After
- * the first tens of microseconds the spin yields the CPU between looks: on a loaded machine the
- * caller may be scheduled on a worker's CPU, and a pure spin there halved its time.
+ * After its own share, and a wait of about two tiles' time, the caller takes back every tile
+ * still unfinished and computes it itself (the results are the same bits), so a call ends
+ * about as soon as the caller alone could end it. Tile states carry the job's id, so a worker
+ * that wakes late in a later job fails every claim; the buffers it may still read
+ * (activations, tile states, scratch) are owned here and reallocated only when no worker is
+ * inside a job. Between calls workers wait about a millisecond, longer than the gaps between
+ * the products of a decode step (a futex wake-up per product cost more than a product), then
+ * sleep; after its first microseconds that wait yields the CPU between looks, so a worker
+ * sharing a CPU with the caller on a loaded machine does not take half its time. Where the
+ * workers finish few tiles anyway, the caller works alone for a while (note_help).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -36,7 +38,7 @@ extern const struct kern kern_avx2, kern_avx512;
 #endif
 
 #define MAX_THREADS 256
-#define SPIN_PURE 100000ull                /* ~40 us of TSC spinning on the job word alone */
+#define SPIN_PURE 10000ull                 /* ~4 us of TSC spinning on the job word alone */
 #define SPIN_CYCLES 4000000ull             /* then ~1.5 ms yielding between looks: longer than the gaps inside a decode step */
 
 static const struct kern *K_ = &kern_scalar;
@@ -173,7 +175,29 @@ static void *worker(void *p) {
 
 static unsigned long job_id;
 
+/* The workers help only where they are scheduled: the share of tiles they finished is counted
+ * over PROBE_JOBS jobs, and below 1 in 5 (a loaded machine, where a worker runs in bursts and
+ * the caller waited for its tiles and redid them) the caller runs the next SOLO_JOBS jobs alone,
+ * then asks again. */
+#define PROBE_JOBS 64
+#define SOLO_JOBS 1024
+static struct { int solo_left, jobs; long tiles, helped; } share;
+
+static void note_help(int tiles, int helped) {
+    share.tiles += tiles;
+    share.helped += helped;
+    if (++share.jobs < PROBE_JOBS) return;
+    if (share.helped * 5 < share.tiles) share.solo_left = SOLO_JOBS;
+    share.jobs = 0;
+    share.tiles = share.helped = 0;
+}
+
 static void run_matmul(const struct mjob *j) {
+    if (P.n == 1 || share.solo_left > 0) {
+        if (share.solo_left > 0) share.solo_left--;
+        for (int i = 0; i < j->tiles; i++) tile_rows(j, i, &P.sc[0], j->y + (long)i * j->tile, j->ldy);
+        return;
+    }
     uint64_t id = ++job_id;
     atomic_store(&P.seq, 2 * id - 1);
     P.job = *j;
@@ -186,7 +210,7 @@ static void run_matmul(const struct mjob *j) {
         pthread_cond_broadcast(&P.cv);
         pthread_mutex_unlock(&P.mu);
     }
-    int r0, mine = 0;
+    int r0, mine = 0, taken = 0;
     unsigned long long t0 = ticks();
     for (int i; (i = atomic_fetch_add(&P.next, 1)) < j->tiles;)
         if (claim(i, id, FREE, TAKEN)) {
@@ -195,13 +219,15 @@ static void run_matmul(const struct mjob *j) {
     /* Tiles are few and large (the claims are shared cache lines), so a worker still on its last
      * one is given about two tiles' time before the caller takes it back. */
     unsigned long long t1 = ticks(), grace = mine ? 2 * (t1 - t0) / mine : 0;
-    while (atomic_load_explicit(&P.done, memory_order_acquire) < j->tiles && ticks() - t1 < grace) relax();
+    while (atomic_load_explicit(&P.done, memory_order_acquire) < j->tiles && ticks() - t1 < grace)
+        relax();
     for (int i = 0; i < j->tiles; i++)        /* take back what no worker finished */
         if (claim(i, id, FREE, TAKEN) || claim(i, id, CLAIMED, TAKEN)) {
             r0 = i * j->tile;
             tile_rows(j, i, &P.sc[0], j->y + r0, j->ldy);
-            finish(i, id);
+            finish(i, id); taken++;
         }
+    note_help(j->tiles, j->tiles - mine - taken);
     while (atomic_load_explicit(&P.done, memory_order_acquire) < j->tiles) relax();   /* copies under way */
 }
 
@@ -214,21 +240,11 @@ int sv_init(int threads) {
 #endif
     if (sv_set_level(2) < 2) sv_set_level(1);
     cpu_set_t set;
-    int cpus[MAX_THREADS], ncpu = 0;
-    if (sched_getaffinity(0, sizeof set, &set) == 0)
-        for (int c = 0; c < CPU_SETSIZE && ncpu < MAX_THREADS; c++) if (CPU_ISSET(c, &set)) cpus[ncpu++] = c;
+    int ncpu = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
     if (threads <= 0) threads = ncpu > 0 ? ncpu : 1;
     if (threads > MAX_THREADS) threads = MAX_THREADS;
     P.n = threads;
-    for (int i = 1; i < threads; i++) {
-        pthread_create(&P.tid[i], 0, worker, (void *)(intptr_t)i);
-        if (ncpu >= threads) {               /* worker i on the i-th CPU; the caller stays free */
-            cpu_set_t one;
-            CPU_ZERO(&one);
-            CPU_SET(cpus[i], &one);
-            pthread_setaffinity_np(P.tid[i], sizeof one, &one);
-        }
-    }
+    for (int i = 1; i < threads; i++) pthread_create(&P.tid[i], 0, worker, (void *)(intptr_t)i);
     return level_;
 }
 
