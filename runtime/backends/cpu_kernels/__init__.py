@@ -177,6 +177,13 @@ class Kernels:
         if self.lib.sv_decode_layer(ctypes.byref(layer), ctypes.byref(step), x.data_ptr(), residual.data_ptr()):
             raise MemoryError("no memory for a decode layer's activations")
 
+    def pool_totals(self) -> dict:
+        """Tiles the pool ran since start, how many its workers finished, and the products the
+        caller ran alone because they helped too little (a loaded machine)."""
+        out = (ctypes.c_long * 3)()
+        self.lib.sv_pool_totals(out)
+        return {"tiles": out[0], "by_workers": out[1], "jobs_alone": out[2]}
+
     def dequantize(self, qtype: Q, raw: np.ndarray, cols: int) -> np.ndarray:
         """Raw rows [n, bytes] -> float32 [n, cols]: the blocks as the kernels read them."""
         raw = np.ascontiguousarray(raw)

@@ -17,9 +17,8 @@
  * (activations, tile states, scratch) are owned here and reallocated only when no worker is
  * inside a job. Between calls workers wait about a millisecond, longer than the gaps between
  * the products of a decode step (a futex wake-up per product cost more than a product), then
- * sleep; after its first microseconds that wait yields the CPU between looks, so a worker
- * sharing a CPU with the caller on a loaded machine does not take half its time. Where the
- * workers finish few tiles anyway, the caller works alone for a while (note_help).
+ * sleep (yielding between looks instead made a worker miss most jobs on a loaded machine).
+ * Where the workers finish few tiles anyway, the caller works alone for a while (note_help).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -38,8 +37,7 @@ extern const struct kern kern_avx2, kern_avx512;
 #endif
 
 #define MAX_THREADS 256
-#define SPIN_PURE 10000ull                 /* ~4 us of TSC spinning on the job word alone */
-#define SPIN_CYCLES 4000000ull             /* then ~1.5 ms yielding between looks: longer than the gaps inside a decode step */
+#define SPIN_CYCLES 4000000ull             /* ~1.5 ms of TSC: longer than the gaps inside a decode step */
 
 static const struct kern *K_ = &kern_scalar;
 static int level_ = 0;
@@ -156,9 +154,7 @@ static void *worker(void *p) {
         unsigned long s;
         unsigned long long since = ticks();
         while ((s = atomic_load_explicit(&P.seq, memory_order_acquire)) == seen || (s & 1)) {
-            unsigned long long waited = ticks() - since;
-            if (waited < SPIN_PURE) { relax(); continue; }
-            if (waited < SPIN_CYCLES) { sched_yield(); continue; }   /* the CPU to whoever shares it */
+            if (ticks() - since < SPIN_CYCLES) { relax(); continue; }
             pthread_mutex_lock(&P.mu);
             while (atomic_load(&P.seq) == seen) pthread_cond_wait(&P.cv, &P.mu);
             pthread_mutex_unlock(&P.mu);
@@ -176,25 +172,31 @@ static void *worker(void *p) {
 static unsigned long job_id;
 
 /* The workers help only where they are scheduled: the share of tiles they finished is counted
- * over PROBE_JOBS jobs, and below 1 in 5 (a loaded machine, where a worker runs in bursts and
+ * over PROBE_JOBS jobs, and below 1 in 10 (a loaded machine, where a worker runs in bursts and
  * the caller waited for its tiles and redid them) the caller runs the next SOLO_JOBS jobs alone,
  * then asks again. */
 #define PROBE_JOBS 64
-#define SOLO_JOBS 1024
+#define SOLO_JOBS 256
 static struct { int solo_left, jobs; long tiles, helped; } share;
+static long totals[3];                       /* tiles, tiles the workers finished, jobs run alone */
+
+/* The pool's totals since start, for benchmarks: tiles, tiles by workers, jobs the caller ran alone. */
+void sv_pool_totals(long *out) { memcpy(out, totals, sizeof totals); }
 
 static void note_help(int tiles, int helped) {
+    totals[0] += tiles;
+    totals[1] += helped;
     share.tiles += tiles;
     share.helped += helped;
     if (++share.jobs < PROBE_JOBS) return;
-    if (share.helped * 5 < share.tiles) share.solo_left = SOLO_JOBS;
+    if (share.helped * 10 < share.tiles) share.solo_left = SOLO_JOBS;
     share.jobs = 0;
     share.tiles = share.helped = 0;
 }
 
 static void run_matmul(const struct mjob *j) {
     if (P.n == 1 || share.solo_left > 0) {
-        if (share.solo_left > 0) share.solo_left--;
+        if (share.solo_left > 0) { share.solo_left--; totals[2]++; }
         for (int i = 0; i < j->tiles; i++) tile_rows(j, i, &P.sc[0], j->y + (long)i * j->tile, j->ldy);
         return;
     }
