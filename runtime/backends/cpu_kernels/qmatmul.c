@@ -176,7 +176,7 @@ static unsigned long job_id;
  * the caller waited for its tiles and redid them) the caller runs the next SOLO_JOBS jobs alone,
  * then asks again. */
 #define PROBE_JOBS 64
-#define SOLO_JOBS 256
+#define SOLO_JOBS 64
 static struct { int solo_left, jobs; long tiles, helped; } share;
 static long totals[3];                       /* tiles, tiles the workers finished, jobs run alone */
 
