@@ -160,14 +160,17 @@ def child(args) -> None:
     engine.generate([long_ids], SamplingParams(max_tokens=1, temperature=0, ignore_eos=True))
     prefill_s = time.perf_counter() - start
     engine.blocks.hash_to_block.clear()
+    kernels = getattr(engine.ops, "kernels", None)
+    before = kernels.pool_totals() if kernels else None
     seq = engine.add_request(chat, SamplingParams(max_tokens=args.new_tokens, temperature=0, ignore_eos=True))
     stamps = []
     while not seq.is_finished:
         engine.step()
         stamps.append(time.perf_counter())
+    pool = {k: v - before[k] for k, v in kernels.pool_totals().items()} if kernels else None  # during decode
     print(json.dumps({"decode_tok_s": (args.new_tokens - 1) / (stamps[-1] - stamps[0]),
                       "prefill_tok_s": len(long_ids) / prefill_s, "weights": engine.ops.weights,
-                      "tokens": seq.output_ids}))
+                      "decode_pool": pool, "tokens": seq.output_ids}))
 
 
 # ---- the run -----------------------------------------------------------------------------

@@ -84,6 +84,7 @@ class CPUOps:
             # the same cores, made a decode step 4x slower. The ops left to torch are small.
             torch.set_num_threads(1)
         self._loaded: dict[tuple[str, ...], torch.Tensor] = {}
+        self._decode_layers: tuple[tuple[int, int], list] | None = None   # ((model, cache) ids, layers)
 
     # ---- weights -------------------------------------------------------------------
     def linear_weight(self, parts: list[GGUFTensor]) -> torch.Tensor | Int8Weight | BlockWeight:
@@ -141,6 +142,39 @@ class CPUOps:
             fb.ctx_start = as_long(np.concatenate([[0], np.cumsum(b.context_lens)]))
         return fb
 
+    def run_forward(self, forward, batch: ForwardBatch, kv: torch.Tensor) -> torch.Tensor:
+        """DecoderLM.run's hook: a decode step on the kernels runs each layer as one C call
+        (cpu_kernels/layer.c), the same kernels as forward() without its Python between them."""
+        fb = self.prepare(batch)
+        model = forward.__self__
+        layers = self._fused_layers(model, kv) if fb.ctx is not None else None
+        if layers is None:
+            return forward(fb, kv)
+        p, eps = model.layers[0].attn, model.spec.norm_eps
+        x = self.embed(model.embed_table, fb)                               # [S, H]
+        r = torch.zeros_like(x)
+        ptr = lambda t: t.data_ptr()  # noqa: E731
+        step = cpu_kernels.DecodeStep(x.shape[0], x.shape[1], p.n_heads, p.n_kv_heads, p.head_dim, int(p.interleaved),
+                                      eps, p.scale, ptr(fb.slots), ptr(fb.positions), ptr(fb.ctx), ptr(fb.ctx_start),
+                                      ptr(model.rope.cos), ptr(model.rope.sin))
+        for layer in layers:
+            self.kernels.run_layer(layer, step, x, r)
+        h, _ = self.rms_norm(x, model.norm, eps, r)
+        return self.linear(self.gather(h, fb), model.lm_head)
+
+    def _fused_layers(self, model, kv: torch.Tensor) -> list | None:
+        """The model's layers as layer.c structs, or None where a layer needs the op-by-op path."""
+        key = (id(model), kv.data_ptr())
+        if self._decode_layers is None or self._decode_layers[0] != key:
+            ok = kv.dtype == torch.float32 and all(
+                L.attn.q_norm is None and all(isinstance(w, BlockWeight) and len(w.parts) <= 3
+                                              for w in (L.qkv, L.o_proj, L.gate_up, L.down))
+                for L in model.layers)
+            built = [self.kernels.decode_layer(L.attn_norm, L.qkv, L.qkv_bias, L.o_proj, L.ffn_norm, L.gate_up,
+                                               L.down, kv[i, 0], kv[i, 1]) for i, L in enumerate(model.layers)] if ok else None
+            self._decode_layers = (key, built)
+        return self._decode_layers[1]
+
     def embed(self, table: torch.Tensor | BlockWeight, fb: CPUBatch) -> torch.Tensor:
         if isinstance(table, BlockWeight):
             part = table.parts[0]
@@ -194,7 +228,10 @@ class CPUOps:
         for slots, (qs, qe) in zip(fb.seq_slots, fb.query_ranges):
             keys = k_cache.index_select(0, slots).to(q.dtype)       # [L, Hkv, D]
             values = v_cache.index_select(0, slots).to(q.dtype)
-            out[qs:qe] = _grouped_attention(q[qs:qe], keys, values, p.scale)
+            if self.kernels is not None:        # causal (half the work), heads over the kernels' threads
+                out[qs:qe] = self.kernels.attention_prefill(q[qs:qe], keys, values, p.scale)
+            else:
+                out[qs:qe] = _grouped_attention(q[qs:qe], keys, values, p.scale)
         return out.reshape(T, p.n_heads * D)
 
     def gather(self, x, fb: CPUBatch):

@@ -73,6 +73,21 @@ def test_blocks_match_the_reference(qtype, level):
     assert torch.equal(y, one_by_one)
 
 
+@pytest.mark.parametrize("qtype", BLOCK_TYPES, ids=lambda q: q.name)
+def test_prefill_sized_batches_match_the_reference(qtype, level):
+    """From 16 tokens on, AVX512 runs the row-interleaved kernel: 37 tokens (a partial group of
+    8) against 70 rows (a partial group of 16); a token's result is the same in any such batch."""
+    rng = np.random.default_rng(int(qtype) + 100)
+    cols = 768 if qtype in KQUANTS else 864
+    raw, ref = random_blocks(qtype, 70, cols, rng)
+    x = torch.from_numpy(rng.standard_normal((37, cols)).astype(np.float32))
+    w = as_weight([(qtype, raw, cols)])
+    y, expect = w.matmul(x), x @ torch.from_numpy(ref).T
+    err = (y - expect).abs().max() / expect.abs().max()
+    assert err < 0.02, f"{qtype.name}: relative error {err:.4f}"
+    assert torch.equal(w.matmul(x[3:22]), y[3:22])
+
+
 def test_parts_of_different_types_fill_their_columns():
     rng = np.random.default_rng(1)
     (a, ra), (b, rb) = random_blocks(Q.Q5_0, 40, 256, rng), random_blocks(Q.Q6_K, 24, 256, rng)
@@ -96,6 +111,28 @@ def test_int8_mode_runs_on_the_blocks_and_tracks_the_reference(tiny_gguf, tokeni
     a, b = ref.prompt_logits(ids), fast.prompt_logits(ids)
     assert np.corrcoef(a.ravel(), b.ravel())[0, 1] > 0.999
     assert (a.argmax(-1) == b.argmax(-1)).mean() >= 0.75      # random weights: many near ties
+
+
+def test_decode_steps_run_each_layer_in_one_call_and_match_the_op_by_op_path(tiny_gguf, tokenizer_cache, monkeypatch):
+    """Decode with the kernels goes through layer.c (one call a layer, two sequences at once);
+    its tokens and logprobs equal those of the same kernels called op by op from forward()."""
+    from runtime.sampling import SamplingParams
+    path = tiny_gguf("qwen2", Q.Q8_0)
+    engine = LLMEngine.from_gguf(EngineConfig(model=path, backend="cpu", cpu_dtype="int8", kv_cache_mb=16,
+                                              tokenizer_cache=tokenizer_cache))
+    prompts = [engine.tokenizer.encode("the quick brown fox"), engine.tokenizer.encode("jumps over the lazy dog again")]
+    params = SamplingParams(max_tokens=12, temperature=0, ignore_eos=True, logprobs=0)
+    calls = []
+    run_layer = engine.ops.kernels.run_layer
+    monkeypatch.setattr(engine.ops.kernels, "run_layer", lambda *a: calls.append(1) or run_layer(*a))
+    fused = engine.generate(prompts, params)
+    assert len(calls) >= 11 * len(engine.model.layers)
+    monkeypatch.setattr(engine.ops, "_fused_layers", lambda model, kv: None)
+    engine.blocks.hash_to_block.clear()
+    plain = engine.generate(prompts, params)
+    for a, b in zip(fused, plain):
+        assert a.token_ids == b.token_ids
+        np.testing.assert_allclose([lp for _, lp, _ in a.logprobs], [lp for _, lp, _ in b.logprobs], atol=1e-4)
 
 
 def test_without_the_extension_int8_falls_back_with_a_log_line(monkeypatch, caplog):
@@ -162,7 +199,23 @@ def test_decode_attention_matches_the_torch_path(interleaved):
     kv = torch.from_numpy(rng.standard_normal((1, 2, 8 * block, hkv, d)).astype(np.float32))
     kv_ref = kv.clone()
     fast = ops.attention(qkv, kv, 0, fb, rope, p)
+    reference = CPUOps(dtype="float32")
     fb.ctx = None
-    ref = ops.attention(qkv, kv_ref, 0, fb, rope, p)
+    ref = reference.attention(qkv, kv_ref, 0, fb, rope, p)
     torch.testing.assert_close(kv, kv_ref)
     torch.testing.assert_close(fast, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("head_dim", [64, 48])
+def test_prefill_attention_matches_the_reference(head_dim, level):
+    """The kernels' causal prefill attention (AVX512 for head sizes a multiple of 64, else plain
+    C) against the reference's grouped attention: a whole prompt, and the last 13 queries of a
+    context of 70 (a cached prefix)."""
+    from runtime.backends.cpu import _grouped_attention
+    rng = np.random.default_rng(head_dim)
+    q, k, v = (torch.from_numpy(rng.standard_normal(shape).astype(np.float32))
+               for shape in ((70, 6, head_dim), (70, 2, head_dim), (70, 2, head_dim)))
+    scale = head_dim ** -0.5
+    for first in (0, 57):
+        ref = _grouped_attention(q[first:], k, v, scale)
+        torch.testing.assert_close(kernels.attention_prefill(q[first:], k, v, scale), ref, rtol=1e-4, atol=1e-5)

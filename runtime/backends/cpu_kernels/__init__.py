@@ -48,6 +48,30 @@ class BlockWeight:
         return self.kernels.matmul(x, self)
 
 
+c_int, c_long, c_float, c_ptr = ctypes.c_int, ctypes.c_long, ctypes.c_float, ctypes.c_void_p
+
+
+class _Part(ctypes.Structure):
+    _fields_ = [("type", c_int), ("rows", c_int), ("row_bytes", c_long), ("w", c_ptr)]
+
+
+class _Weight(ctypes.Structure):
+    _fields_ = [("nparts", c_int), ("K", c_int), ("N", c_int), ("part", _Part * 3)]
+
+
+class DecodeLayer(ctypes.Structure):
+    """layer.c's sv_layer: one layer's weights and cache, built once per model."""
+    _fields_ = [("attn_norm", c_ptr), ("qkv_bias", c_ptr), ("ffn_norm", c_ptr), ("qkv", _Weight), ("o", _Weight),
+                ("gate_up", _Weight), ("down", _Weight), ("k", c_ptr), ("v", c_ptr)]
+
+
+class DecodeStep(ctypes.Structure):
+    """layer.c's sv_step: what every layer of one decode step shares."""
+    _fields_ = [("S", c_int), ("H", c_int), ("n_heads", c_int), ("n_kv_heads", c_int), ("head_dim", c_int),
+                ("interleaved", c_int), ("eps", c_float), ("scale", c_float), ("slots", c_ptr), ("positions", c_ptr),
+                ("ctx", c_ptr), ("ctx_start", c_ptr), ("cos", c_ptr), ("sin", c_ptr)]
+
+
 class Kernels:
     def __init__(self, lib: ctypes.CDLL, threads: int):
         self.lib = lib
@@ -60,6 +84,9 @@ class Kernels:
         lib.sv_rmsnorm.argtypes, lib.sv_rmsnorm.restype = [p, p, p, ctypes.c_float, i, i, p, p], None
         lib.sv_attention_decode.argtypes = [p, i, i, i, i, p, p, p, p, p, p, i, p, p, ctypes.c_float, p]
         lib.sv_attention_decode.restype = i
+        lib.sv_decode_layer.argtypes, lib.sv_decode_layer.restype = [p, p, p, p], i
+        lib.sv_attention_prefill.argtypes = [p, p, p, i, i, i, i, i, ctypes.c_float, p]
+        lib.sv_attention_prefill.restype = i
         self.best = lib.sv_init(threads)
         self.level = LEVELS[self.best]
         self.threads = lib.sv_threads()
@@ -120,6 +147,42 @@ class Kernels:
         if rc:
             raise MemoryError("no memory for the attention scores")
         return out
+
+    def attention_prefill(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: float) -> torch.Tensor:
+        """Causal attention of one sequence, its heads over the pool: q [n_q, Hq, D] (roped) are
+        the last n_q of the n_ctx positions of keys / values [n_ctx, Hkv, D] -> [n_q, Hq, D]."""
+        q, keys, values = q.float().contiguous(), keys.float().contiguous(), values.float().contiguous()
+        (n_q, hq, d), n_ctx, hkv = q.shape, keys.shape[0], keys.shape[1]
+        out = torch.empty(n_q, hq, d)
+        if self.lib.sv_attention_prefill(q.data_ptr(), keys.data_ptr(), values.data_ptr(), n_q, n_ctx - n_q, hq, hkv, d,
+                                         scale, out.data_ptr()):
+            raise MemoryError("no memory for prefill attention")
+        return out
+
+    def decode_layer(self, attn_norm: torch.Tensor, qkv: BlockWeight, qkv_bias: torch.Tensor | None,
+                     o: BlockWeight, ffn_norm: torch.Tensor, gate_up: BlockWeight, down: BlockWeight,
+                     k: torch.Tensor, v: torch.Tensor) -> DecodeLayer:
+        """A layer for run_layer; holds pointers only: the caller keeps the tensors alive."""
+        def weight(w: BlockWeight) -> _Weight:
+            assert len(w.parts) <= 3 and len({p.cols for p in w.parts}) == 1
+            parts = [_Part(int(p.qtype), p.rows, p.raw.shape[1], p.raw.ctypes.data) for p in w.parts]
+            return _Weight(len(parts), w.parts[0].cols, w.out_features, (_Part * 3)(*parts))
+        ptr = lambda t: t.data_ptr() if t is not None else None  # noqa: E731
+        assert k.is_contiguous() and v.is_contiguous() and k.dtype == torch.float32
+        return DecodeLayer(ptr(attn_norm), ptr(qkv_bias), ptr(ffn_norm), weight(qkv), weight(o), weight(gate_up),
+                           weight(down), ptr(k), ptr(v))
+
+    def run_layer(self, layer: DecodeLayer, step: DecodeStep, x: torch.Tensor, residual: torch.Tensor) -> None:
+        """x, residual [S, H] float32 through one decoder layer, in place (layer.c)."""
+        if self.lib.sv_decode_layer(ctypes.byref(layer), ctypes.byref(step), x.data_ptr(), residual.data_ptr()):
+            raise MemoryError("no memory for a decode layer's activations")
+
+    def pool_totals(self) -> dict:
+        """Tiles the pool ran since start, how many its workers finished, and the products the
+        caller ran alone because they helped too little (a loaded machine)."""
+        out = (ctypes.c_long * 3)()
+        self.lib.sv_pool_totals(out)
+        return {"tiles": out[0], "by_workers": out[1], "jobs_alone": out[2]}
 
     def dequantize(self, qtype: Q, raw: np.ndarray, cols: int) -> np.ndarray:
         """Raw rows [n, bytes] -> float32 [n, cols]: the blocks as the kernels read them."""

@@ -9,10 +9,12 @@ struct kern {
                  const int8_t *xq, const float *xh, const float *xsd, int T,
                  float *y, long ldy, uint8_t *q, float *s, float *m);
     unpack_fn (*unpacker)(int type);
+    void (*attend)(const float *q, long ldq, const float *k, const float *v, long ldkv, int n_q, int first,
+                   int D, float scale, float *out, long ldo);
 };
 #endif
 #ifdef NAME
 #define KERN_API(isa) \
     static unpack_fn unpacker_##isa(int type) { return unpacker(type); } \
-    const struct kern kern_##isa = { quantize_##isa, rows_##isa, unpacker_##isa };
+    const struct kern kern_##isa = { quantize_##isa, rows_##isa, unpacker_##isa, attend_##isa };
 #endif

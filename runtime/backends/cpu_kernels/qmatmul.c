@@ -5,16 +5,20 @@
  *   sv_quantize(x[T,K])    activations -> int8 per 32 values (see kern.inc), kept here
  *   sv_matmul(type, w)     y[T, ldy] columns [0, N) = x . w^T, w the raw GGUF rows [N, row_bytes]
  *
- * Threads: one pool, workers pinned one a CPU of the process's affinity set; the caller's
- * thread works too. The machine may be shared, so a worker can be descheduled at any moment:
+ * Threads: one pool of workers, not pinned (on a shared machine a pinned worker and the
+ * caller could be kept on one CPU while the other ran someone else); the caller's thread
+ * works too. The machine may be shared, so a worker can be descheduled at any moment:
  * no one ever waits for one. Tiles of rows are claimed through `next`; a worker computes its
  * tile into its own buffer and publishes it only if the caller has not taken the tile back.
- * After its own share the caller takes back every tile still unfinished and computes it
- * itself (the results are the same bits), so a call ends as soon as the caller alone could
- * end it. Tile states carry the job's id, so a worker that wakes late in a later job fails
- * every claim; the buffers it may still read (activations, tile states, scratch) are owned
- * here and reallocated only when no worker is inside a job. Between calls workers spin a
- * little, then sleep, so torch's own threads get the cores back during the other ops.
+ * After its own share, and a wait of about two tiles' time, the caller takes back every tile
+ * still unfinished and computes it itself (the results are the same bits), so a call ends
+ * about as soon as the caller alone could end it. Tile states carry the job's id, so a worker
+ * that wakes late in a later job fails every claim; the buffers it may still read
+ * (activations, tile states, scratch) are owned here and reallocated only when no worker is
+ * inside a job. Between calls workers wait about a millisecond, longer than the gaps between
+ * the products of a decode step (a futex wake-up per product cost more than a product), then
+ * sleep (yielding between looks instead made a worker miss most jobs on a loaded machine).
+ * Where the workers finish few tiles anyway, the caller works alone for a while (note_help).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -24,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
+#include <time.h>
 #include "kern_api.h"
 
 extern const struct kern kern_scalar;
@@ -32,7 +37,7 @@ extern const struct kern kern_avx2, kern_avx512;
 #endif
 
 #define MAX_THREADS 256
-#define SPIN_ROUNDS 2000
+#define SPIN_CYCLES 4000000ull             /* ~1.5 ms of TSC: longer than the gaps inside a decode step */
 
 static const struct kern *K_ = &kern_scalar;
 static int level_ = 0;
@@ -41,7 +46,10 @@ enum { FREE, CLAIMED, PUBLISHING, DONE, TAKEN };    /* tile state, low 3 bits; t
 
 struct mjob {
     unpack_fn unpack; const uint8_t *w; long row_bytes; int N, K, tile, tiles, T; float *y; long ldy;
+    const struct attn *attn;                 /* set: the job is prefill attention, a tile a head */
 };
+
+struct attn { const float *q, *k, *v; int n_q, first, Hq, Hkv, D; float scale; };
 
 struct scratch { uint8_t *q; float *s, *m, *out; size_t cap_q, cap_h, cap_out; };
 
@@ -68,6 +76,16 @@ static inline void relax(void) {
 #endif
 }
 
+static inline unsigned long long ticks(void) {
+#if defined(__x86_64__)
+    return __builtin_ia32_rdtsc();
+#else
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (unsigned long long)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+#endif
+}
+
 static void quiesce(void) {                  /* before reallocating what workers read */
     while (atomic_load(&P.active)) relax();
 }
@@ -91,6 +109,13 @@ static int grow_scratch(struct scratch *s, size_t q, size_t h, size_t out) {
 /* Rows of tile i for all T tokens into out[t * ldo + (r - r0)]. */
 static void tile_rows(const struct mjob *j, int i, struct scratch *sc, float *out, long ldo) {
     int r0 = i * j->tile, r1 = r0 + j->tile < j->N ? r0 + j->tile : j->N;
+    if (j->attn) {                           /* head i: columns [i D, (i + 1) D) of [n_q, Hq D] */
+        const struct attn *a = j->attn;
+        long kv = (long)(i / (a->Hq / a->Hkv)) * a->D;
+        K_->attend(a->q + (long)i * a->D, (long)a->Hq * a->D, a->k + kv, a->v + kv, (long)a->Hkv * a->D,
+                   a->n_q, a->first, a->D, a->scale, out, ldo);
+        return;
+    }
     int step = j->T == 1 ? 16 : j->tile;         /* decode rows are unpacked 16 at a time */
     for (int a = r0; a < r1; a += step) {
         int b = a + step < r1 ? a + step : r1;
@@ -127,13 +152,13 @@ static void *worker(void *p) {
     unsigned long seen = 0;
     for (;;) {
         unsigned long s;
-        int spins = 0;
+        unsigned long long since = ticks();
         while ((s = atomic_load_explicit(&P.seq, memory_order_acquire)) == seen || (s & 1)) {
-            if (++spins < SPIN_ROUNDS) { relax(); continue; }
+            if (ticks() - since < SPIN_CYCLES) { relax(); continue; }
             pthread_mutex_lock(&P.mu);
             while (atomic_load(&P.seq) == seen) pthread_cond_wait(&P.cv, &P.mu);
             pthread_mutex_unlock(&P.mu);
-            spins = 0;
+            since = ticks();
         }
         atomic_fetch_add(&P.active, 1);
         struct mjob j = P.job;                /* a copy: the caller may publish the next job */
@@ -146,7 +171,35 @@ static void *worker(void *p) {
 
 static unsigned long job_id;
 
+/* The workers help only where they are scheduled: the share of tiles they finished is counted
+ * over PROBE_JOBS jobs, and below 1 in 10 (a loaded machine, where a worker runs in bursts and
+ * the caller waited for its tiles and redid them) the caller runs the next SOLO_JOBS jobs alone,
+ * then asks again. */
+#define PROBE_JOBS 64
+#define SOLO_JOBS 64
+static struct { int solo_left, jobs; long tiles, helped; } share;
+static long totals[3];                       /* tiles, tiles the workers finished, jobs run alone */
+
+/* The pool's totals since start, for benchmarks: tiles, tiles by workers, jobs the caller ran alone. */
+void sv_pool_totals(long *out) { memcpy(out, totals, sizeof totals); }
+
+static void note_help(int tiles, int helped) {
+    totals[0] += tiles;
+    totals[1] += helped;
+    share.tiles += tiles;
+    share.helped += helped;
+    if (++share.jobs < PROBE_JOBS) return;
+    if (share.helped * 10 < share.tiles) share.solo_left = SOLO_JOBS;
+    share.jobs = 0;
+    share.tiles = share.helped = 0;
+}
+
 static void run_matmul(const struct mjob *j) {
+    if (P.n == 1 || share.solo_left > 0) {
+        if (share.solo_left > 0) { share.solo_left--; totals[2]++; }
+        for (int i = 0; i < j->tiles; i++) tile_rows(j, i, &P.sc[0], j->y + (long)i * j->tile, j->ldy);
+        return;
+    }
     uint64_t id = ++job_id;
     atomic_store(&P.seq, 2 * id - 1);
     P.job = *j;
@@ -159,15 +212,24 @@ static void run_matmul(const struct mjob *j) {
         pthread_cond_broadcast(&P.cv);
         pthread_mutex_unlock(&P.mu);
     }
-    int r0;
+    int r0, mine = 0, taken = 0;
+    unsigned long long t0 = ticks();
     for (int i; (i = atomic_fetch_add(&P.next, 1)) < j->tiles;)
-        if (claim(i, id, FREE, TAKEN)) { r0 = i * j->tile; tile_rows(j, i, &P.sc[0], j->y + r0, j->ldy); finish(i, id); }
+        if (claim(i, id, FREE, TAKEN)) {
+            r0 = i * j->tile; tile_rows(j, i, &P.sc[0], j->y + r0, j->ldy); finish(i, id); mine++;
+        }
+    /* Tiles are few and large (the claims are shared cache lines), so a worker still on its last
+     * one is given about two tiles' time before the caller takes it back. */
+    unsigned long long t1 = ticks(), grace = mine ? 2 * (t1 - t0) / mine : 0;
+    while (atomic_load_explicit(&P.done, memory_order_acquire) < j->tiles && ticks() - t1 < grace)
+        relax();
     for (int i = 0; i < j->tiles; i++)        /* take back what no worker finished */
         if (claim(i, id, FREE, TAKEN) || claim(i, id, CLAIMED, TAKEN)) {
             r0 = i * j->tile;
             tile_rows(j, i, &P.sc[0], j->y + r0, j->ldy);
-            finish(i, id);
+            finish(i, id); taken++;
         }
+    note_help(j->tiles, j->tiles - mine - taken);
     while (atomic_load_explicit(&P.done, memory_order_acquire) < j->tiles) relax();   /* copies under way */
 }
 
@@ -180,21 +242,11 @@ int sv_init(int threads) {
 #endif
     if (sv_set_level(2) < 2) sv_set_level(1);
     cpu_set_t set;
-    int cpus[MAX_THREADS], ncpu = 0;
-    if (sched_getaffinity(0, sizeof set, &set) == 0)
-        for (int c = 0; c < CPU_SETSIZE && ncpu < MAX_THREADS; c++) if (CPU_ISSET(c, &set)) cpus[ncpu++] = c;
+    int ncpu = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
     if (threads <= 0) threads = ncpu > 0 ? ncpu : 1;
     if (threads > MAX_THREADS) threads = MAX_THREADS;
     P.n = threads;
-    for (int i = 1; i < threads; i++) {
-        pthread_create(&P.tid[i], 0, worker, (void *)(intptr_t)i);
-        if (ncpu >= threads) {               /* worker i on the i-th CPU; the caller stays free */
-            cpu_set_t one;
-            CPU_ZERO(&one);
-            CPU_SET(cpus[i], &one);
-            pthread_setaffinity_np(P.tid[i], sizeof one, &one);
-        }
-    }
+    for (int i = 1; i < threads; i++) pthread_create(&P.tid[i], 0, worker, (void *)(intptr_t)i);
     return level_;
 }
 
@@ -215,7 +267,8 @@ int sv_set_level(int level) {
 
 /* Returns 0, or -1 if the buffers cannot be had. */
 int sv_quantize(const float *x, int T, int K) {
-    size_t n = (size_t)T * K;
+    int padded = (T + 7) / 8 * 8;              /* the prefill kernel reads tokens 8 at a time */
+    size_t n = (size_t)padded * K;
     if (n > P.cap_x) {
         quiesce();
         P.xq = grow_buf(P.xq, n);
@@ -226,8 +279,29 @@ int sv_quantize(const float *x, int T, int K) {
     }
     int H = K / 16;
     for (long t = 0; t < T; t++) K_->quantize(x + t * K, K, P.xq + t * K, P.xh + t * H, P.xsd + t * H);
+    memset(P.xq + (size_t)T * K, 0, (size_t)(padded - T) * K);
+    memset(P.xh + (size_t)T * H, 0, (size_t)(padded - T) * H * 4);
+    memset(P.xsd + (size_t)T * H, 0, (size_t)(padded - T) * H * 4);
     P.xT = T;
     P.xK = K;
+    return 0;
+}
+
+/* Tile states for `tiles` and every thread's scratch of at least q unpacked bytes, h scales and
+ * out results, grown while no worker is inside a job. Returns 0, or -1 if memory fails. */
+static int reserve(int tiles, size_t q, size_t h, size_t out) {
+    int fits = tiles <= P.cap_state;
+    for (int i = 0; i < P.n; i++)
+        fits &= q <= P.sc[i].cap_q && h <= P.sc[i].cap_h && out <= P.sc[i].cap_out;
+    if (fits) return 0;
+    quiesce();
+    if (tiles > P.cap_state) {
+        P.state = grow_buf((void *)P.state, (size_t)tiles * 8);
+        P.cap_state = P.state ? tiles : 0;
+        if (!P.state) return -1;
+        for (int i = 0; i < tiles; i++) atomic_store(&P.state[i], 0);
+    }
+    for (int i = 0; i < P.n; i++) if (!grow_scratch(&P.sc[i], q, h, out)) return -1;
     return 0;
 }
 
@@ -236,22 +310,15 @@ int sv_quantize(const float *x, int T, int K) {
 int sv_matmul(int type, const uint8_t *w, long row_bytes, int N, int K, int T, float *y, long ldy) {
     unpack_fn u = K_->unpacker(type);
     if (!u || K % 32 || K != P.xK || T != P.xT) return -1;
-    int tile = T == 1 ? 16 : 64, tiles = (N + tile - 1) / tile;
-    size_t q = (size_t)tile * K, h = (size_t)tile * (K / 16), out = (size_t)tile * T;
-    int fits = tiles <= P.cap_state;
-    for (int i = 0; i < P.n; i++)
-        fits &= q <= P.sc[i].cap_q && h <= P.sc[i].cap_h && out <= P.sc[i].cap_out;
-    if (!fits) {
-        quiesce();
-        if (tiles > P.cap_state) {
-            P.state = grow_buf((void *)P.state, (size_t)tiles * 8);
-            P.cap_state = P.state ? tiles : 0;
-            if (!P.state) return -1;
-            for (int i = 0; i < tiles; i++) atomic_store(&P.state[i], 0);
-        }
-        for (int i = 0; i < P.n; i++) if (!grow_scratch(&P.sc[i], q, h, out)) return -1;
-    }
-    struct mjob j = { u, w, row_bytes, N, K, tile, tiles, T, y, ldy };
+    /* decode: about eight tiles a thread (at least 64 rows: a claim costs a shared cache line);
+     * prefill: 64 rows for all T tokens */
+    int tile = T == 1 ? ((N + 8 * P.n - 1) / (8 * P.n) + 15) / 16 * 16 : 64;
+    if (tile < 64) tile = 64;
+    int tiles = (N + tile - 1) / tile;
+    int unpacked = T == 1 ? 16 : tile;                 /* rows in the unpack scratch at once */
+    size_t q = (size_t)unpacked * K, h = (size_t)unpacked * (K / 16), out = (size_t)tile * T;
+    if (reserve(tiles, q, h, out)) return -1;
+    struct mjob j = { u, w, row_bytes, N, K, tile, tiles, T, y, ldy, 0 };
     run_matmul(&j);
     return 0;
 }
@@ -281,5 +348,17 @@ int sv_dequantize(int type, const uint8_t *w, long row_bytes, int N, int K, floa
         u(w + (long)r * row_bytes, K, sc->q, sc->s, sc->m);
         for (int i = 0; i < K; i++) out[(long)r * K + i] = sc->s[i / 16] * sc->q[i] + sc->m[i / 16];
     }
+    return 0;
+}
+
+/* Causal attention of one sequence's n_q queries, the last of its n_ctx = first + n_q positions,
+ * the heads shared out over the pool: q [n_q, Hq, D] roped, k, v [n_ctx, Hkv, D] contiguous,
+ * out [n_q, Hq D]. Returns 0, or -1 if the buffers cannot be had. */
+int sv_attention_prefill(const float *q, const float *k, const float *v, int n_q, int first, int Hq, int Hkv,
+                         int D, float scale, float *out) {
+    struct attn a = { q, k, v, n_q, first, Hq, Hkv, D, scale };
+    if (reserve(Hq, 64, 4, (size_t)D * n_q)) return -1;
+    struct mjob j = { 0, 0, 0, Hq * D, 0, D, Hq, n_q, out, (long)Hq * D, &a };
+    run_matmul(&j);
     return 0;
 }
