@@ -166,9 +166,10 @@ class CPUOps:
         """The model's layers as layer.c structs, or None where a layer needs the op-by-op path."""
         key = (id(model), kv.data_ptr())
         if self._decode_layers is None or self._decode_layers[0] != key:
+            # layer.c has no LoRA product: a layer with adapter factors stays op by op
             ok = kv.dtype == torch.float32 and all(
-                L.attn.q_norm is None and all(isinstance(w, BlockWeight) and len(w.parts) <= 3
-                                              for w in (L.qkv, L.o_proj, L.gate_up, L.down))
+                L.attn.q_norm is None and not any(f is not None for f in L.lora.values())
+                and all(isinstance(w, BlockWeight) and len(w.parts) <= 3 for w in (L.qkv, L.o_proj, L.gate_up, L.down))
                 for L in model.layers)
             built = [self.kernels.decode_layer(L.attn_norm, L.qkv, L.qkv_bias, L.o_proj, L.ffn_norm, L.gate_up,
                                                L.down, kv[i, 0], kv[i, 1]) for i, L in enumerate(model.layers)] if ok else None
