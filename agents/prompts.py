@@ -18,9 +18,13 @@ SYSTEM = (
 )
 
 FINAL_ANSWER_NAME = "final_answer"
-# An answer does not open like JSON, a tag or a code fence (the runtime's grammar for text under
-# strict tools says the same), so a reply forced to be the answer cannot paste a result back.
-ANSWER_REGEX = r"[^\s{\[<`][\s\S]*"
+# An answer does not open like JSON, a tag or a code fence and holds no JSON object (no `{`
+# before a `"`), so a reply forced to be the answer cannot paste a call or a result back, not
+# even behind one character (`>{"name": ...}`, seen from the 0.5B). The same pattern as the
+# runtime's text under strict tools (runtime/server/grammar.py TEXT_PATTERN; the agent reaches
+# the runtime over HTTP only, so it keeps its own copy).
+ANSWER_REGEX = r'[^\s{\[<`]([^{]|\{\s*[^\s"{])*(\{\s*)?'
+
 
 
 

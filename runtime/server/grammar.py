@@ -46,8 +46,12 @@ def _json_rule(schema: dict, lenient: bool = False) -> str:
 
 
 # Text that does not open like a call: not a JSON object or list, a tag or a code fence
-# (the parser would read those as an attempted call), nor with white space.
-TEXT = r"/[^\s{\[<`][\s\S]*/"
+# (the parser would read those as an attempted call), nor with white space; and that holds no
+# JSON object anywhere (no `{` before a `"`): under strict tools the 0.5B answered
+# `>{"name": "sql_exec", ...}`, a call behind one character, which the text branch let through.
+# A `{` before anything else stays (`use {x}`). agents/prompts.py holds the same pattern.
+TEXT_PATTERN = r'[^\s{\[<`]([^{]|\{\s*[^\s"{])*(\{\s*)?'
+TEXT = f"/{TEXT_PATTERN}/"
 
 
 # How a grammar writes the call tags: as the tokenizer's own <tool_call> tokens where it has

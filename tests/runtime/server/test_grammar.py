@@ -242,3 +242,27 @@ print(json.dumps({{"tags": factory.call_tags, "transformers": "transformers" in 
     assert run.returncode == 0, run.stderr[-3000:]
     out = json.loads(run.stdout.splitlines()[-1])
     assert out == {"tags": list(factory[1].call_tags), "transformers": False}
+
+
+def _admits(tok, constraint, text: str) -> bool:
+    """Whether the grammar lets a model write `text` token by token (as the tokenizer splits it)."""
+    for token in tok.encode(text):
+        if token not in allowed_ids(constraint.allowed(), len(tok)):
+            return False
+        constraint.advance(token)
+    return True
+
+
+@pytest.mark.parametrize("source", ["strict_auto", "answer_regex"])
+def test_text_cannot_hide_a_call_or_a_result_behind_a_character(factory, source):
+    # the 0.5B, forced to answer, wrote `>{"name": "sql_exec", ...}`: text must hold no JSON object
+    from agents.prompts import ANSWER_REGEX
+    tok, f = factory
+    tools = ToolSet.from_request([{"type": "function", "function": {"name": "get_weather", "parameters": WEATHER}}])
+    make = (lambda: f.constraint(grammar.call_or_text_grammar(tools.schemas, parallel=True))) if source == "strict_auto" \
+        else (lambda: f.constraint(grammar.regex_grammar(ANSWER_REGEX)))
+    for hidden in ['>{"name": "get_weather", "arguments": {"city": "Oslo"}}', 'Result: { "ok": true}',
+                   'Done.\n[{"rows": [1]}]']:
+        assert not _admits(tok, make(), hidden), hidden
+    for plain in ["It is 12 degrees in Oslo.", "Use {city} in the template, then call it again."]:
+        assert _admits(tok, make(), plain), plain
