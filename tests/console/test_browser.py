@@ -58,6 +58,8 @@ def test_chat_runs_a_tool_call_and_shows_its_result(stack, open_console, screens
     result.locator(".badge.ok").wait_for()
     assert result.locator(".tool-name").inner_text() == "runtime_status"
     result.locator("summary").click()                    # collapsed until opened
+    # the log may render again as the turn ends: read the result once it shows, not mid-render
+    result.locator("pre.result").wait_for(state="visible")
     shown = json.loads(result.locator("pre.result").inner_text())
     assert shown["ok"] and shown["data"]["runtime"]["model"] == served["id"]
     assert shown["data"]["runtime"]["revision"] == served["revision"]
