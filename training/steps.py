@@ -58,10 +58,8 @@ def stop_ids(tokenizer, gguf_path: str | Path | None = None) -> frozenset[int]:
     tokenizer's eos is <|endoftext|>; a reply ends at the first of them."""
     ids = {tokenizer.eos_token_id} - {None}
     if gguf_path is not None:
-        from runtime.gguf import read_gguf
-        meta = read_gguf(gguf_path).metadata
-        ids |= {int(v) for v in (meta.get("tokenizer.ggml.eos_token_id"), meta.get("tokenizer.ggml.eot_token_id"))
-                if v is not None}
+        from runtime.gguf import load_gguf
+        ids |= set(load_gguf(gguf_path).spec.eos_ids)      # the ids the engine itself stops at
     return frozenset(ids)
 
 
