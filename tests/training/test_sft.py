@@ -171,3 +171,15 @@ def test_training_that_keeps_diverging_stops_with_a_reason(base, examples, monke
     monkeypatch.setattr(sft, "_loss", lambda m, b, d: real(m, b, d) * float("inf"))
     with pytest.raises(sft.TrainingDiverged, match="non-finite"):
         train_sft(load_model(base), examples, FAST.model_copy(update={"max_steps": 10}))
+
+
+def test_the_loss_is_transformers_own_on_the_completion_tokens(base, examples):
+    # _loss applies the head to the completion positions only; its value must be the mean
+    # NLL that transformers computes from the same labels over the whole sequence.
+    import training.sft as sft
+    model = load_model(base).eval()
+    batch = collate(examples[:3])
+    with torch.no_grad():
+        ours = sft._loss(model, batch, "cpu")
+        theirs = model(**batch).loss
+    assert torch.allclose(ours, theirs, rtol=1e-5, atol=1e-6), (ours, theirs)
