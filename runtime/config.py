@@ -93,6 +93,7 @@ class EngineConfig:
     kernel_cache: str | None = None    # where compiled CUDA kernels are kept (None: CuPy's ~/.cupy)
     revision: str = ""                 # weights revision reported in responses
     lora: str | None = None            # a PEFT LoRA adapter folder served on the model (runtime/lora.py)
+    lora_mode: str = "merged"          # merged into the weights at load (lora_merge.py), or unmerged (loads faster)
     overlap: bool = True               # queue the next step before reading this one's tokens (CUDA)
     cuda: CudaOptions = field(default_factory=CudaOptions)
 
@@ -101,6 +102,8 @@ class EngineConfig:
             (Path(self.model).suffix == ".gguf" or Path(self.model).is_file(), f"model must be a GGUF file: {self.model}"),
             (self.backend in ("cpu", "cuda", "auto"), f"backend must be cpu, cuda or auto, not {self.backend!r}"),
             (self.cpu_dtype in ("float32", "bfloat16", "int8"), "cpu_dtype must be float32, bfloat16 or int8"),
+            (self.lora_mode in ("merged", "unmerged"),
+             f"lora_mode must be merged or unmerged, not {self.lora_mode!r}"),
             (self.max_model_len >= 0, "max_model_len must be >= 0"),
             (self.max_num_seqs >= 1, "max_num_seqs must be >= 1"),
             (self.max_num_batched_tokens >= 16, "max_num_batched_tokens must be >= 16"),

@@ -1,10 +1,9 @@
 """A PEFT LoRA adapter (adapter_config.json + adapter_model.safetensors, as peft's
-save_pretrained writes it) read for a GGUF base, applied unmerged: y = W x + B (A x).
-
-The base's weights stay in their GGUF block formats (merging would mean requantizing them),
-so the backends add the low-rank product to each projection's output; swapping or removing
-an adapter never touches the base. Here the adapter is checked against the base's ModelSpec
-and brought into the runtime's layout:
+save_pretrained writes it) read for a GGUF base, served merged into the weights at load
+(lora_merge.py, the default: W' = W + B A) or unmerged: y = W x + B (A x), the backends adding
+the low-rank product to each projection's output. Either way the base's file is never
+touched. Here the adapter is checked against the base's ModelSpec and brought into the
+runtime's layout:
 - PEFT names (base_model.model.model.layers.N.self_attn.q_proj.lora_A.weight) map onto the
   decoder's fused linears: q/k/v -> qkv, o -> o_proj, gate/up -> gate_up, down -> down;
 - the scale alpha / r (alpha / sqrt(r) with use_rslora) is folded into B;

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
+from gguf import GGMLQuantizationType
 
 from runtime.config import CudaOptions
 from runtime.gguf import GGUFTensor
@@ -62,6 +63,7 @@ class AttentionParams:
 
 class Ops(Protocol):
     name: str
+    merge_qtype: GGMLQuantizationType   # what a LoRA merged at load is held in (runtime/lora_merge.py)
 
     # weights, once at load
     def linear_weight(self, parts: list[GGUFTensor]) -> Any: ...   # concatenated along out

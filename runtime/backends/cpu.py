@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn.functional as F
+from gguf import GGMLQuantizationType as Q
 from gguf import quants
 
 from runtime.backends import AttentionParams, ForwardBatch, cpu_kernels
@@ -75,6 +76,9 @@ class CPUOps:
         self.int8 = dtype == "int8"
         self.weights = dtype                  # what the weights are held in, for logs and status
         self.dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "int8": torch.float32}[dtype]
+        # an adapter merged at load: int8 keeps it in blocks its kernels (and layer.c) read; the
+        # dense modes dequantize every weight anyway, so F32 costs them nothing
+        self.merge_qtype = Q.Q8_0 if self.int8 else Q.F32
         if threads:
             torch.set_num_threads(threads)
         self.kernels = cpu_kernels.load(torch.get_num_threads()) if self.int8 else None

@@ -27,7 +27,8 @@ from runtime.engine.model_runner import ModelRunner
 from runtime.engine.scheduler import Scheduler
 from runtime.engine.sequence import Sequence
 from runtime.gguf import load_gguf, quick_digest
-from runtime.lora import load_adapter, revision_suffix
+from runtime.lora import Adapter, load_adapter, revision_suffix
+from runtime.lora_merge import merge_adapter
 from runtime.models import build_model
 from runtime.sampling import SampleOutput, SamplingParams
 from runtime.tokenizer import Tokenizer
@@ -126,12 +127,13 @@ class LLMEngine:
     tests hand in a mock model (a `.spec` and `.run(ForwardBatch, kv) -> logits`, sampled by
     `ops`) and a byte tokenizer to check the scheduler, block manager and prefix cache."""
 
-    def __init__(self, config: EngineConfig, model, tokenizer, ops: Ops, revision: str = ""):
+    def __init__(self, config: EngineConfig, model, tokenizer, ops: Ops, revision: str = "",
+                 adapter: Adapter | None = None):
         self.config, self.model, self.tokenizer, self.ops = config, model, tokenizer, ops
         self.spec = spec = model.spec
         self.revision = revision or config.revision
-        adapter = getattr(model, "adapter", None)
-        self.adapter: dict | None = adapter.describe() if adapter is not None else None   # LoRA served on the base
+        # the LoRA served on the base (in the model's kernels, or merged into the weights it was given)
+        self.adapter: dict | None = adapter.describe() | {"mode": config.lora_mode} if adapter is not None else None
         self.block_size = config.block_size
         num_blocks, self.max_model_len = kv_layout(config, spec, ops)
         kv = ops.kv_cache(spec.n_layers, num_blocks, self.block_size, spec.n_kv_heads, spec.head_dim, spec.n_heads)
@@ -165,15 +167,19 @@ class LLMEngine:
         done("tokenizer")
         num_blocks, max_model_len = kv_layout(config, gguf.spec, ops)
         adapter = load_adapter(config.lora, gguf.spec) if config.lora else None
-        model = build_model(gguf, ops, max_model_len, adapter)
+        merged = adapter is not None and config.lora_mode == "merged"
+        if merged:
+            gguf = merge_adapter(gguf, adapter, ops.merge_qtype)
+            done("merge")
+        model = build_model(gguf, ops, max_model_len, None if merged else adapter)
         done("weights")
         revision = config.revision or quick_digest(gguf.path) + (revision_suffix(adapter.path, adapter.sha256) if adapter else "")
-        engine = cls(config, model, tokenizer, ops, revision=revision)
+        engine = cls(config, model, tokenizer, ops, revision=revision, adapter=adapter)
         done("kv_cache")
         engine.load_seconds, engine.load_phases = time.monotonic() - t0, phases
+        lora = f" with LoRA {adapter.name} (rank {adapter.rank}, {config.lora_mode})" if adapter else ""
         log.info("loaded %s (%s, %d layers)%s on %s in %.1f s (%s); %d KV blocks of %d",
-                 gguf.path.name, gguf.spec.arch, gguf.spec.n_layers,
-                 f" with LoRA {adapter.name} (rank {adapter.rank})" if adapter else "", ops.name, engine.load_seconds,
+                 gguf.path.name, gguf.spec.arch, gguf.spec.n_layers, lora, ops.name, engine.load_seconds,
                  ", ".join(f"{k} {v:.2f} s" for k, v in phases.items()), num_blocks, config.block_size)
         return engine
 

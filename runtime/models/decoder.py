@@ -9,8 +9,9 @@ not a table kept here, and llama's interleaved RoPE is the GGUF's row order
     per layer:  h = norm(x + r);  x = o_proj(attention(qkv(h)));  h = norm(x + r);  x = down(silu(gate) * up)
     logits = lm_head(norm(x + r)[sampled rows])
 
-With a LoRA adapter (runtime/lora.py) each of the four linears of a layer also adds its
-low-rank product, inside the backend's linear (before gate/up's SwiGLU).
+With a LoRA adapter served unmerged (runtime/lora.py) each of the four linears of a layer also
+adds its low-rank product, inside the backend's linear (before gate/up's SwiGLU); one merged
+at load (runtime/lora_merge.py) is already in the weights this model is given.
 """
 from __future__ import annotations
 

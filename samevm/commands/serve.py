@@ -22,6 +22,9 @@ def register(sub) -> None:
     p.add_argument("--lora", metavar="DIR",
                    help="a PEFT LoRA adapter folder (adapter_config.json + adapter_model.safetensors) to serve "
                         "on the model (default: the settings' lora, $SAMEVM_LORA)")
+    p.add_argument("--lora-mode", choices=["merged", "unmerged"], default="merged",
+                   help="merge the adapter into the weights at load (default: decode at the base's speed) or "
+                        "apply it unmerged (loads and hot-swaps faster, decodes slower)")
     p.add_argument("--backend", choices=["auto", "cpu", "cuda"])
     p.add_argument("--cpu-dtype", choices=["int8", "bfloat16", "float32"],
                    help="CPU weights (default: the settings' cpu_dtype, int8; float32 is the reference)")
@@ -43,7 +46,7 @@ def build_config(args, settings) -> ServerConfig:
     name = args.model or settings.model
     path = catalog.resolve(name, settings.home)
     model_id = name if name in catalog.KNOWN_MODELS else Path(path).stem
-    engine = EngineConfig(model=str(path), lora=args.lora or settings.lora or None,
+    engine = EngineConfig(model=str(path), lora=args.lora or settings.lora or None, lora_mode=args.lora_mode,
                           backend=args.backend or settings.backend,
                           cpu_dtype=args.cpu_dtype or settings.cpu_dtype,
                           max_model_len=args.max_model_len, kv_cache_mb=args.kv_cache_mb,

@@ -221,19 +221,30 @@ def test_prefill_attention_matches_the_reference(head_dim, level):
         torch.testing.assert_close(kernels.attention_prefill(q[first:], k, v, scale), ref, rtol=1e-4, atol=1e-5)
 
 
-def test_decode_with_a_lora_adapter_keeps_the_adapter(tiny_gguf, tokenizer_cache, monkeypatch, tmp_path):
-    """layer.c knows nothing of adapters: with one loaded, decode must take the op-by-op path
-    (which adds the adapter's product) and give what that path gives."""
+@pytest.mark.parametrize("mode", ["merged", "unmerged"])
+def test_decode_with_a_lora_adapter_keeps_the_adapter(tiny_gguf, tokenizer_cache, monkeypatch, tmp_path, mode):
+    """layer.c knows nothing of adapters: unmerged, decode must take the op-by-op path (which
+    adds the adapter's product); merged at load (runtime/lora_merge.py), the adapter is in the
+    Q8_0 blocks layer.c reads, so decode stays one call a layer. Either gives what the op-by-op
+    path gives."""
     from runtime.sampling import SamplingParams
     from tests.runtime.lora_fixtures import make_adapter
     path = tiny_gguf("qwen2", Q.Q8_0)
     make_adapter(path, tmp_path / "adapter", r=8, alpha=16)
     make = lambda lora: LLMEngine.from_gguf(EngineConfig(  # noqa: E731
-        model=path, backend="cpu", cpu_dtype="int8", kv_cache_mb=16, tokenizer_cache=tokenizer_cache, lora=lora))
+        model=path, backend="cpu", cpu_dtype="int8", kv_cache_mb=16, tokenizer_cache=tokenizer_cache, lora=lora,
+        lora_mode=mode))
     base, tuned = make(None), make(str(tmp_path / "adapter"))
     prompts = [tuned.tokenizer.encode("the quick brown fox")]
     params = SamplingParams(max_tokens=12, temperature=0, ignore_eos=True, logprobs=0)
+    calls = []
+    run_layer = tuned.ops.kernels.run_layer
+    monkeypatch.setattr(tuned.ops.kernels, "run_layer", lambda *a: calls.append(1) or run_layer(*a))
     served = tuned.generate(prompts, params)[0]
+    if mode == "merged":        # 11 decode steps, one call a layer each
+        assert len(calls) >= 11 * len(tuned.model.layers)
+    else:
+        assert not calls
     monkeypatch.setattr(tuned.ops, "_fused_layers", lambda model, kv: None)
     tuned.blocks.hash_to_block.clear()
     plain = tuned.generate(prompts, params)[0]

@@ -1,7 +1,10 @@
-"""The CUDA backend's LoRA path (kernels/lora.cu, backends/cuda/lora.py) against the CPU
-backend serving the same adapter on the same GGUF: on the kernel emulator in the default run,
-on the GPU with `pytest -m gpu`. Adapters on some projections only (q, v, o, gate/up, down)
-exercise the zero parts of a fused linear; decode steps replay captured graphs.
+"""The CUDA backend serving a LoRA adapter, against the CPU backend serving the same adapter on
+the same GGUF: on the kernel emulator in the default run, on the GPU with `pytest -m gpu`.
+Unmerged, the low-rank product runs in kernels/lora.cu (backends/cuda/lora.py); merged at load
+(runtime/lora_merge.py), the adapted tensors are Q8_0 blocks read by the base's own kernels, and
+the CPU reference is given the same Q8_0 merge (its float32 mode would merge into F32).
+Adapters on some projections only (q, v, o, gate/up, down) exercise the zero parts of a fused
+linear and a fused linear of merged and base parts; decode steps replay captured graphs.
 
 In f32 (f32 KV cache and GEMMs) both backends compute the same sums in another order: logits
 within 1e-4 of their scale and the same greedy tokens. At the default precision (f16 KV, f16
@@ -16,6 +19,7 @@ import pytest
 from gguf import GGMLQuantizationType as Q
 
 from dev.cuda import emulator
+from runtime.backends.cpu import CPUOps
 from runtime.config import EngineConfig
 from runtime.engine.llm_engine import LLMEngine
 from runtime.sampling import SamplingParams
@@ -38,9 +42,14 @@ def adapted(tiny_gguf):
     return out
 
 
-def compare(path: str, folder: str, tokenizer_cache: str, make_ops, f32: bool):
-    config = EngineConfig(model=path, backend="cpu", kv_cache_mb=16, tokenizer_cache=tokenizer_cache, lora=folder)
-    cpu, gpu = LLMEngine.from_gguf(config), LLMEngine.from_gguf(config, ops=make_ops())
+def compare(path: str, folder: str, tokenizer_cache: str, make_ops, f32: bool, mode: str = "unmerged"):
+    config = EngineConfig(model=path, backend="cpu", kv_cache_mb=16, tokenizer_cache=tokenizer_cache, lora=folder,
+                          lora_mode=mode)
+    ops, reference = make_ops(), CPUOps()
+    reference.merge_qtype = ops.merge_qtype
+    cpu, gpu = LLMEngine.from_gguf(config, ops=reference), LLMEngine.from_gguf(config, ops=ops)
+    if mode == "merged":        # no low-rank kernels left: the adapter is in the weights
+        assert all(f is None for layer in gpu.model.layers for f in layer.lora.values())
     base = LLMEngine.from_gguf(EngineConfig(model=path, backend="cpu", kv_cache_mb=16, tokenizer_cache=tokenizer_cache))
     ids = cpu.tokenizer.encode(PROMPT)
     ref, got = cpu.prompt_logits(ids), gpu.prompt_logits(ids)
@@ -56,10 +65,11 @@ def compare(path: str, folder: str, tokenizer_cache: str, make_ops, f32: bool):
 
 @pytest.mark.skipif(not emulator.available(), reason="needs g++ and the CUDA headers")
 @pytest.mark.parametrize("arch", ["qwen2", "llama"])
-def test_lora_on_the_emulated_cuda_backend_matches_cpu(adapted, tokenizer_cache, arch):
+@pytest.mark.parametrize("mode", ["merged", "unmerged"])
+def test_lora_on_the_emulated_cuda_backend_matches_cpu(adapted, tokenizer_cache, arch, mode):
     from runtime.backends.cuda import CUDAOps
     compare(*adapted[arch], tokenizer_cache,
-            lambda: CUDAOps(device=emulator.EmuDevice(), kv_dtype="float32", gemm_dtype="float32"), f32=True)
+            lambda: CUDAOps(device=emulator.EmuDevice(), kv_dtype="float32", gemm_dtype="float32"), f32=True, mode=mode)
 
 
 @pytest.mark.skipif(not emulator.available(), reason="needs g++ and the CUDA headers")
@@ -71,7 +81,8 @@ def test_lora_at_default_precision_on_the_emulator(adapted, tokenizer_cache):
 @pytest.mark.gpu
 @pytest.mark.parametrize("arch", ["qwen2", "llama"])
 @pytest.mark.parametrize("f32", [True, False])
-def test_lora_on_the_gpu_matches_cpu(adapted, tokenizer_cache, arch, f32):
+@pytest.mark.parametrize("mode", ["merged", "unmerged"])
+def test_lora_on_the_gpu_matches_cpu(adapted, tokenizer_cache, arch, f32, mode):
     from runtime.backends.cuda import CUDAOps
     kw = dict(kv_dtype="float32", gemm_dtype="float32") if f32 else {}
-    compare(*adapted[arch], tokenizer_cache, lambda: CUDAOps(**kw), f32=f32)
+    compare(*adapted[arch], tokenizer_cache, lambda: CUDAOps(**kw), f32=f32, mode=mode)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 import numpy as np
+from gguf import GGMLQuantizationType as Q
 from gguf import quants
 
 from runtime.backends import AttentionParams, ForwardBatch
@@ -40,6 +41,7 @@ class CUDAOps:
     name = "cuda"
     overlaps_steps = True       # token ids -(j + 1) read row j of the last sampling step (dequant.cu)
     feed_rows = FEED_ROWS       # ... for steps of up to this many sampled rows
+    merge_qtype = Q.Q8_0        # a merged LoRA: the densest block format the matvec and dequant kernels read
 
     def __init__(self, options: CudaOptions | None = None, device=None, **overrides):
         """options (or CudaOptions fields as keywords); device: a CupyDevice (the default) or
