@@ -1,17 +1,22 @@
-"""What serving a LoRA adapter costs at decode on the GPU: the same GGUF without and with a
-random rank-16 adapter on all 7 projections (q, k, v, o, gate, up, down), timed alternately.
+"""What serving a LoRA adapter costs at decode: the same GGUF without an adapter (base), with a
+random adapter on all 7 projections (q, k, v, o, gate, up, down) merged into the weights at load
+(merged, the default: W + B A in Q8_0, runtime/lora_merge.py) and applied unmerged (the
+low-rank product in the kernels), timed alternately. On the GPU by default; --backend cpu
+times the CPU backend (int8, its served default).
 
     PYTHONPATH=. python benchmarks/lora_decode.py [--model GGUF] [--shape 0.6B] [--qtype Q4_K] [--rank 16]
+    PYTHONPATH=. python benchmarks/lora_decode.py --backend cpu --model GGUF --batches 1 --prompt 64 --new 64
 
 Without --model a random GGUF in the Qwen3-0.6B (or 1.7B) shape is written (dev.synthetic,
 tied embeddings, the full vocabulary). The adapter is written as peft's save_pretrained
-writes one (adapter_config.json + adapter_model.safetensors). Correctness first: the CUDA
-engine with the adapter against the CPU reference with the same adapter (teacher-forced
-logits, greedy tokens). Decode is timed through engine.step() as decode_samevm.decode does
-(128-token prompts, 256 new tokens, aggregate tok/s, prefill excluded), batch 1 and 16,
-base and adapter alternating for --rounds rounds; reported: medians with min/max, the
-captured graph's GPU time per step, and the ratio adapter / base.
-Writes benchmarks/results/lora_decode.json.
+writes one (adapter_config.json + adapter_model.safetensors). Correctness first: what merging
+costs in accuracy (the CPU float32 reference with the adapter merged into Q8_0 against the same
+adapter unmerged), and on the GPU each mode against the CPU reference serving it the same way
+(teacher-forced logits, greedy tokens). Decode is timed through engine.step() as
+decode_samevm.decode does (aggregate tok/s, prefill excluded), base, merged and unmerged
+alternating for --rounds rounds; reported: medians with min/max, the captured graph's GPU
+time per step (CUDA), load seconds (the merge's among them), and the ratios to the base.
+Writes benchmarks/results/lora_decode.json (cuda) or lora_decode_cpu.json (cpu).
 """
 from __future__ import annotations
 
@@ -66,20 +71,58 @@ def write_adapter(folder: Path, spec, rank: int, seed: int = 0) -> Path:
     return folder
 
 
-def parity(path: Path, adapter: Path, tok_cache: str) -> dict:
-    """CUDA (default precision) against the CPU reference, both serving the adapter."""
+MODES = ("base", "merged", "unmerged")
+
+
+def engine(path: Path, args, mode: str, adapter: Path, **kw):
+    lora = None if mode == "base" else str(adapter)
+    return samevm.engine(path, args.tokenizer_cache, backend=args.backend, cpu_dtype=args.cpu_dtype, lora=lora,
+                         lora_mode="unmerged" if mode == "unmerged" else "merged", **kw)
+
+
+def reference(path: Path, adapter: Path, tok_cache: str, mode: str):
+    """The CPU float32 reference serving the adapter; merged, in Q8_0 as CUDA and CPU int8 hold it
+    (its own float32 merge would be exact)."""
+    from gguf import GGMLQuantizationType as Q
+
+    from runtime.backends.cpu import CPUOps
+    from runtime.config import EngineConfig
+    from runtime.engine.llm_engine import LLMEngine
+    ops = CPUOps()
+    ops.merge_qtype = Q.Q8_0
+    return LLMEngine.from_gguf(EngineConfig(model=str(path), backend="cpu", kv_cache_mb=64, tokenizer_cache=tok_cache,
+                                            lora=str(adapter), lora_mode=mode), ops=ops)
+
+
+def agreement(ref, other) -> dict:
+    """`other` against `ref`: greedy tokens from one prompt, then teacher-forced logits on ref's tokens."""
     from runtime.sampling import SamplingParams
-    ref = samevm.engine(path, tok_cache, backend="cpu", kv_cache_mb=64, lora=str(adapter))
-    gpu = samevm.engine(path, tok_cache, kv_cache_mb=256, lora=str(adapter))
     p = samevm.parity_prompt(ref.spec.vocab)
     params = SamplingParams(max_tokens=samevm.PARITY_TOKENS, temperature=0, ignore_eos=True)
     tokens = ref.generate([p], params)[0].token_ids
-    got = gpu.generate([p], params)[0].token_ids
-    a, b = ref.prompt_logits(p + tokens), gpu.prompt_logits(p + tokens)
+    got = other.generate([p], params)[0].token_ids
+    a, b = ref.prompt_logits(p + tokens), other.prompt_logits(p + tokens)
     equal = next((i for i, (x, y) in enumerate(zip(got, tokens)) if x != y), len(tokens))
     return {"greedy_tokens_equal": equal, "of": len(tokens),
             "logits_max_rel_err": float(np.abs(a - b).max() / np.abs(a).max()),
             "argmax_agree": float((a.argmax(1) == b.argmax(1)).mean())}
+
+
+def parity(path: Path, adapter: Path, args) -> dict:
+    refs = {mode: reference(path, adapter, args.tokenizer_cache, mode) for mode in ("merged", "unmerged")}
+    out = {"merge_q8_0_vs_unmerged_cpu_f32": agreement(refs["unmerged"], refs["merged"])}
+    if args.backend == "cuda":
+        for mode, ref in refs.items():
+            out[f"cuda_{mode}_vs_cpu"] = agreement(ref, engine(path, args, mode, adapter, kv_cache_mb=256))
+    return out
+
+
+def environment(backend: str) -> dict:
+    if backend == "cuda":
+        from benchmarks.decode import environment
+    else:
+        from benchmarks.cpu_decode import environment
+    return environment()
 
 
 def main() -> None:
@@ -88,6 +131,8 @@ def main() -> None:
     ap.add_argument("--shape", default="0.6B", choices=["0.6B", "1.7B"])
     ap.add_argument("--qtype", default="Q4_K", help="weights of the random GGUF (Q4_K, Q8_0, F16)")
     ap.add_argument("--models", type=Path, default=Path("/tmp/samevm-bench-models"))
+    ap.add_argument("--backend", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--cpu-dtype", default="int8", choices=["int8", "bfloat16", "float32"])
     ap.add_argument("--rank", type=int, default=16)
     ap.add_argument("--batches", default="1,16")
     ap.add_argument("--prompt", type=int, default=128)
@@ -96,7 +141,6 @@ def main() -> None:
     ap.add_argument("--skip-parity", action="store_true")
     ap.add_argument("--tokenizer-cache", default="/tmp/samevm-bench-tokenizers")
     args = ap.parse_args()
-    from benchmarks.decode import environment
     from runtime.gguf import load_gguf
 
     path = args.model or write_model(args.models, args.shape, args.qtype)
@@ -104,41 +148,46 @@ def main() -> None:
     adapter = write_adapter(args.models / f"lora-r{args.rank}-{path.stem}", spec, args.rank)
     batches = [int(b) for b in args.batches.split(",")]
     out = {"model": path.name, "arch": spec.arch, "layers": spec.n_layers, "hidden": spec.hidden,
-           "rank": args.rank, "modules": sorted(PROJECTIONS), "prompt": args.prompt, "new": args.new,
-           "rounds": args.rounds, **environment(), "commit": commit()}
+           "rank": args.rank, "modules": sorted(PROJECTIONS), "backend": args.backend,
+           "cpu_dtype": args.cpu_dtype if args.backend == "cpu" else None, "prompt": args.prompt, "new": args.new,
+           "rounds": args.rounds, **environment(args.backend), "commit": commit()}
     if not args.skip_parity:
-        out["parity"] = parity(path, adapter, args.tokenizer_cache)
-        print("parity", out["parity"], flush=True)
+        out["parity"] = parity(path, adapter, args)
+        print("parity", json.dumps(out["parity"]), flush=True)
     kv_mb = max(batches) * (args.prompt + args.new) * 150 // 1000 + 512
-    engines = {name: samevm.engine(path, args.tokenizer_cache, max_num_seqs=max(batches), kv_cache_mb=kv_mb,
-                                   lora=lora) for name, lora in (("base", None), ("lora", str(adapter)))}
+    engines = {mode: engine(path, args, mode, adapter, max_num_seqs=max(batches), kv_cache_mb=kv_mb) for mode in MODES}
+    out["load"] = {mode: {"seconds": e.load_seconds, "merge_seconds": e.load_phases.get("merge")}
+                   for mode, e in engines.items()}
+    print("load", json.dumps(out["load"]), flush=True)
     rng = np.random.default_rng(1)
-    runs: dict = {(name, b): [] for name in engines for b in batches}
-    for name, e in engines.items():           # warm-up: captures each bucket's graph
+    runs: dict = {(mode, b): [] for mode in engines for b in batches}
+    for e in engines.values():                # warm-up: captures each bucket's graph
         for b in batches:
             samevm.decode(e, samevm.prompts(rng, spec.vocab, b, args.prompt), 8)
     for _ in range(args.rounds):
         for b in batches:
-            for name, e in engines.items():   # alternating, so drift hits both alike
-                runs[name, b].append(samevm.decode(e, samevm.prompts(rng, spec.vocab, b, args.prompt), args.new))
+            for mode, e in engines.items():   # alternating, so drift hits all alike
+                runs[mode, b].append(samevm.decode(e, samevm.prompts(rng, spec.vocab, b, args.prompt), args.new))
     out["decode"] = []
     for b in batches:
         row = {"batch": b}
-        for name, e in engines.items():
-            rates = [r[0] for r in runs[name, b]]
-            row[name] = {"decode_tok_s": statistics.median(rates), "min": min(rates), "max": max(rates),
-                         "step_ms": statistics.median(r[1] for r in runs[name, b]),
-                         "graph_gpu_ms": samevm.graph_ms(e, b)}
-        row["lora_vs_base"] = row["lora"]["decode_tok_s"] / row["base"]["decode_tok_s"]
-        if row["base"]["graph_gpu_ms"] and row["lora"]["graph_gpu_ms"]:
-            row["graph_gpu_ms_added"] = row["lora"]["graph_gpu_ms"] - row["base"]["graph_gpu_ms"]
+        for mode, e in engines.items():
+            rates = [r[0] for r in runs[mode, b]]
+            row[mode] = {"decode_tok_s": statistics.median(rates), "min": min(rates), "max": max(rates),
+                         "step_ms": statistics.median(r[1] for r in runs[mode, b]),
+                         "graph_gpu_ms": samevm.graph_ms(e, b) if args.backend == "cuda" else None}
+        for mode in ("merged", "unmerged"):
+            row[f"{mode}_vs_base"] = row[mode]["decode_tok_s"] / row["base"]["decode_tok_s"]
+            if row["base"]["graph_gpu_ms"] and row[mode]["graph_gpu_ms"]:
+                row[f"{mode}_graph_gpu_ms_added"] = row[mode]["graph_gpu_ms"] - row["base"]["graph_gpu_ms"]
         out["decode"].append(row)
-        print(f"batch {b}: base {row['base']['decode_tok_s']:.0f} tok/s, lora {row['lora']['decode_tok_s']:.0f} "
-              f"tok/s, ratio {row['lora_vs_base']:.3f}", flush=True)
+        print(f"batch {b}: " + ", ".join(f"{m} {row[m]['decode_tok_s']:.1f} tok/s" for m in MODES)
+              + f"; merged/base {row['merged_vs_base']:.3f}, unmerged/base {row['unmerged_vs_base']:.3f}", flush=True)
     out["date"] = time.strftime("%Y-%m-%d %H:%M")
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "lora_decode.json").write_text(json.dumps(out, indent=1))
-    print(f"wrote {RESULTS / 'lora_decode.json'}")
+    result = RESULTS / ("lora_decode.json" if args.backend == "cuda" else "lora_decode_cpu.json")
+    result.write_text(json.dumps(out, indent=1))
+    print(f"wrote {result}")
 
 
 if __name__ == "__main__":
