@@ -28,7 +28,7 @@ from gguf import GGMLQuantizationType as Q
 from safetensors.torch import load_file, save_file
 
 from dev.synthetic import Shape
-from runtime.config import EngineConfig
+from runtime.config import CudaOptions, EngineConfig
 from runtime.engine.llm_engine import LLMEngine
 from runtime.server.app import create_app
 from runtime.server.config import ServerConfig
@@ -47,10 +47,10 @@ def close(ours: np.ndarray, want: np.ndarray, tolerance: float = 1e-4) -> bool:
     return np.abs(ours - want).max() <= tolerance * max(np.abs(want).max(), 1.0)
 
 
-def app_client(model: str, home: Path, lora: str | None = None, resume: bool = False, lora_mode: str = "merged",
-               cpu_dtype: str = "float32") -> TestClient:
-    engine = EngineConfig(model=model, backend="cpu", kv_cache_mb=16, tokenizer_cache=str(home / "tok"), lora=lora,
-                          lora_mode=lora_mode, cpu_dtype=cpu_dtype)
+def app_client(model: str, home: Path, lora: str | None = None, resume: bool = False, **engine_options) -> TestClient:
+    """The server on the CPU float32 reference; engine_options: other EngineConfig fields."""
+    engine = EngineConfig(**{"model": model, "backend": "cpu", "kv_cache_mb": 16, "tokenizer_cache": str(home / "tok"),
+                             "lora": lora} | engine_options)
     app = create_app(ServerConfig(engine=engine, model_id="tiny", home=home, resume=resume))
     return TestClient(base_url=LOCAL, app=app, client=("127.0.0.1", 1))
 
@@ -161,6 +161,29 @@ def test_merged_into_q8_0_blocks_serves_the_adapter_and_rollback_restores_the_ba
         assert c.post("/admin/rollback").status_code == 200
         assert np.array_equal(live(c).prompt_logits(ids), base_logits)
         assert c.get("/health").json()["adapter"] is None
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("arch", ["qwen2", "llama"])
+def test_merged_on_the_gpu_matches_peft_and_rollback_restores_the_base(adapters, tiny_gguf, tmp_path, arch):
+    """CUDA in f32 (KV cache and GEMMs): the merge in Q8_0 blocks read by the base's kernels."""
+    peft_model, folder = adapters[arch]
+    f32 = CudaOptions(kv_dtype="float32", gemm_dtype="float32")
+    with app_client(tiny_gguf(arch), tmp_path, backend="cuda", cuda=f32) as c:
+        wait_healthy(c)
+        ids = prompt_ids(c)
+        base_logits = live(c).prompt_logits(ids)
+        assert c.post("/admin/reload", json={"adapter": folder}).status_code == 200
+        merged = live(c)
+        assert merged.ops.name == "cuda" and c.get("/health").json()["adapter"]["mode"] == "merged"
+        assert all(f is None for layer in merged.model.layers for f in layer.lora.values())
+        ours, want = merged.prompt_logits(ids), reference_logits(peft_model, ids)
+        assert close(ours, want, Q8_TOLERANCE) and not close(base_logits, want, Q8_TOLERANCE)
+        unmerged = LLMEngine.from_gguf(dataclasses.replace(merged.config, lora_mode="unmerged"))
+        assert close(ours, unmerged.prompt_logits(ids), Q8_TOLERANCE)
+
+        assert c.post("/admin/rollback").status_code == 200
+        assert np.array_equal(live(c).prompt_logits(ids), base_logits)
 
 
 def test_adapter_swapped_then_removed(adapters, tiny_gguf, tmp_path):
