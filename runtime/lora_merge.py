@@ -6,7 +6,7 @@ four linears; on the H100 that cost a 0.5B model 63% of its batch-1 decode speed
 launches a linear in a step of ~10 kernels a layer), and on the CPU it turns off the fused
 one-call-a-layer decode (layer.c). Merged, the step is the base's step; what it costs is
 the format of the merged tensors, which is each backend's choice (`Ops.merge_qtype`):
-- blocks (CUDA, CPU int8): Q8_0, the densest format every block kernel reads; requantizing
+- blocks (CUDA, CPU int8): Q8_0, the finest format every block kernel reads; requantizing
   into the base's own 4-5-bit type would add a second rounding of the same size as the base's
   own error, swamping the adapter's small delta. A Q8_0 tensor is ~1.5-2x the bytes of a
   Q4_K/Q5_0 one.

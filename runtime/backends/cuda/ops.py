@@ -41,7 +41,7 @@ class CUDAOps:
     name = "cuda"
     overlaps_steps = True       # token ids -(j + 1) read row j of the last sampling step (dequant.cu)
     feed_rows = FEED_ROWS       # ... for steps of up to this many sampled rows
-    merge_qtype = Q.Q8_0        # a merged LoRA: the densest block format the matvec and dequant kernels read
+    merge_qtype = Q.Q8_0        # a merged LoRA: the finest block format the matvec and dequant kernels read
 
     def __init__(self, options: CudaOptions | None = None, device=None, **overrides):
         """options (or CudaOptions fields as keywords); device: a CupyDevice (the default) or
