@@ -29,6 +29,7 @@ class Builder(SqlTurns, StoreTurns):
         self.where_note = False
         self.knows_table = False          # the current session has seen the database and table names
         self.said: dict[str, dict] = {}   # key -> the record as the current session last heard it
+        self.pending: list[dict] = []     # records told (mention) but not asked to be kept yet
         self.new_session = False
 
     # -- helpers ----------------------------------------------------------------------------
@@ -44,7 +45,7 @@ class Builder(SqlTurns, StoreTurns):
         return plan
 
     def session_break(self) -> None:
-        self.new_session, self.knows_table, self.said = True, False, {}
+        self.new_session, self.knows_table, self.said, self.pending = True, False, {}, []
 
     def where(self) -> str:
         return f"the {self.table.name} table of the SQLite database {self.table.db}"
