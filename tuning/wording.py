@@ -19,6 +19,11 @@ KEEP = (
     "For my records -- {records}. Can you save them properly so I can ask questions about them later?",
     "pls keep a log of {things}, starting with {records}",
     "Set up somewhere to hold my {things} and enter {records}.",
+    "jot these down for me: {records}",
+    "{records}. Write these down somewhere, please.",
+    "Don't let me lose these {things}: {records}.",
+    "Make a record of this: {records}.",
+    "Could you hang on to these numbers? {records}.",
 )
 ADD = (
     "Another one: {records}. Add it to the list.",
@@ -28,6 +33,9 @@ ADD = (
     "Put this in with the others: {records}.",
     "New entry: {records}.",
     "I have another of my {things} to log: {records}.",
+    "{records} as well, please.",
+    "and jot down {records} too",
+    "Include {records} with the rest.",
 )
 UPDATE = (
     "Correction: the {field} for {key} should be {new}, not {old}. Update it.",
