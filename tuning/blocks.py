@@ -20,8 +20,9 @@ from tuning.store_turns import StoreTurns
 
 
 class Builder(SqlTurns, StoreTurns):
-    def __init__(self, rng: random.Random, domain: Domain):
+    def __init__(self, rng: random.Random, domain: Domain, runtime_card: dict | None = None):
         self.rng, self.d = rng, domain
+        self.runtime_card = runtime_card      # what runtime_status reports to this task (runtime_stub.py)
         self.table = Table.choose(rng, domain)
         self.filed: list[tuple[str, str, str, str]] = []     # (source, passage, question, key)
         self.passages_used: set = set()                          # the domain's Backgrounds drawn so far

@@ -159,6 +159,23 @@ class StoreTurns:
             reply = f"Hello! I can keep your {self.d.things} in a database, file background text and remember notes."
         return self.turn(user, [Step(answer=lambda _: reply)], "small_talk", Expect(not_called=EVERY_STORE))
 
+    def status(self) -> TurnPlan:
+        """What serves the user, from runtime_status, quoted as the tool reported it."""
+        c = self.runtime_card
+        phrase = self.rng.choice([
+            "You are talking to {model} (revision {revision}) on the {backend} backend, with a context of "
+            "{context_length} tokens.",
+            "The runtime serves {model}, a {architecture} model, on {backend}; it takes {context_length} tokens of context.",
+            "Model: {model}. Backend: {backend}. Context length: {context_length} tokens."])
+
+        def answer(results):
+            found = [d["runtime"] for d in A.ok_data(results) if d.get("runtime", {}).get("healthy")]
+            return phrase.format(**found[0]) if found else "The runtime does not answer right now."
+        want = [c["id"], c["backend"], str(c["context_length"])]
+        expect = Expect(called=["runtime_status"], not_called=WRITES, answer_contains=want)
+        return self.turn(self.pick(W.STATUS), [Step([("runtime_status", {})]), Step(answer=answer)],
+                         "status", expect, want)
+
     def irrelevant(self) -> TurnPlan:
         rng = self.rng
         op = rng.choice(list(W.IRRELEVANT))

@@ -10,6 +10,7 @@ from tuning.blocks import Builder
 from tuning.domains import DOMAINS
 from tuning.offer import Offer, system_prompt
 from tuning.plan import Step, Task, TurnPlan
+from tuning.runtime_stub import card
 
 ERRORS = ("503 from the worker: service temporarily unavailable", "the worker timed out after 120 s",
           "connection reset by peer", "429 from the worker: too many requests, try again shortly")
@@ -71,7 +72,8 @@ def memory(b: Builder) -> list[TurnPlan]:
 
 def chat(b: Builder) -> list[TurnPlan]:
     rng = b.rng
-    turns = [b.small_talk()] + [rng.choice([b.irrelevant, b.note_in_message])() for _ in range(rng.randint(1, 3))]
+    turns = [b.small_talk()] + [rng.choice([b.irrelevant, b.note_in_message, b.status])()
+                                for _ in range(rng.randint(1, 3))]
     return turns + ([b.small_talk(closing=True)] if rng.random() < 0.5 else [])
 
 
@@ -105,6 +107,7 @@ BLOCKS = {
     "recall": (2, lambda b: b.prefs, lambda b: b.recall()),
     "note_in_message": (1, lambda b: True, lambda b: b.note_in_message()),
     "irrelevant": (1, lambda b: True, lambda b: b.irrelevant()),
+    "status": (1, lambda b: True, lambda b: b.status()),
     "small_talk": (1, lambda b: True, lambda b: b.small_talk(closing=b.rng.random() < 0.5)),
     "recall_all": (2, lambda b: b.table.rows and b.filed and b.prefs and b.can_sql(), lambda b: b.recall_all()),
     "recall_both": (2, lambda b: b.table.rows and b.filed and b.can_sql(), lambda b: b.recall_both()),
@@ -153,7 +156,7 @@ def build(index: int, seed: int, schemas: list[dict]) -> Task:
     rng = random.Random(f"{seed}:{index}")
     domain = rng.choice(DOMAINS)
     workflow = rng.choices(list(FLOWS), [w for w, _ in FLOWS.values()])[0]
-    b = Builder(rng, domain)
+    b = Builder(rng, domain, runtime_card=card(f"{seed}-{index}"))
     turns = FLOWS[workflow][1](b)
     fault_rate = 0.5 if workflow == "recovery" else 0.06
     for i, turn in enumerate(turns):

@@ -180,6 +180,13 @@ SIMILAR = (
 )
 GREETING = ("Hello!", "hey there", "Good morning, how are things?", "Hi, are you there?", "Evening!",
             "How are you today?", "hi! what can you help me with?")
+STATUS = (          # what serves the user: the runtime_status tool
+    "Which model am I talking to right now, and on which backend?",
+    "what's running you at the moment? model name, backend and context size please",
+    "Before we start: tell me the chat model, its backend and its context window.",
+    "Check the stack for me -- which model is loaded and how many tokens of context does it take?",
+    "Are you on the GPU or the CPU? And which model are you?",
+)
 INTENT = (          # what the user wants to do, without the data yet: nothing to call
     "Hi! I want to start keeping track of my {things}.",
     "hello, could you help me organise my {things}?",

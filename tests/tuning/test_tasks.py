@@ -39,7 +39,7 @@ def test_the_plans_vary_as_promised(plans):
     kinds = Counter(t.kind for t in turns)
     assert {"keep", "add", "update", "delete", "query", "lookup", "from_conversation", "file", "search", "note",
             "recall", "note_in_message", "small_talk", "irrelevant", "all_in_one", "recall_all", "mention",
-            "keep_those", "recall_both"} <= set(kinds)
+            "keep_those", "recall_both", "status"} <= set(kinds)
     assert any(t.new_session for t in turns) and any(t.faults for t in turns)
     assert any(s.fails and not s.train for t in turns for s in t.steps)            # a wrong statement, then its fix
     assert any(len(s.calls) >= 3 for t in turns for s in t.steps)                  # several calls in one reply
