@@ -16,7 +16,8 @@ class Settings(BaseSettings):
 
     home: Path = Path(".samevm")
     model: str = ""                      # a known model name or a GGUF path; "": the default for the backend
-    lora: str = ""                       # a PEFT LoRA adapter folder `samevm serve` serves on the model ("": none)
+    lora: str = "auto"                   # a PEFT LoRA adapter folder served on the model; "auto": the adapter
+                                         # shipped with a known model (runtime/adapters/); "none": the base
     backend: str = "auto"
     cpu_dtype: str = "int8"              # CPU weights when serving: int8 (1.7x transformers) or float32 (reference)
     host: str = "127.0.0.1"

@@ -20,8 +20,9 @@ from tuning.store_turns import StoreTurns
 
 
 class Builder(SqlTurns, StoreTurns):
-    def __init__(self, rng: random.Random, domain: Domain):
+    def __init__(self, rng: random.Random, domain: Domain, runtime_card: dict | None = None):
         self.rng, self.d = rng, domain
+        self.runtime_card = runtime_card      # what runtime_status reports to this task (runtime_stub.py)
         self.table = Table.choose(rng, domain)
         self.filed: list[tuple[str, str, str, str]] = []     # (source, passage, question, key)
         self.passages_used: set = set()                          # the domain's Backgrounds drawn so far
@@ -29,6 +30,7 @@ class Builder(SqlTurns, StoreTurns):
         self.where_note = False
         self.knows_table = False          # the current session has seen the database and table names
         self.said: dict[str, dict] = {}   # key -> the record as the current session last heard it
+        self.pending: list[dict] = []     # records told (mention) but not asked to be kept yet
         self.new_session = False
 
     # -- helpers ----------------------------------------------------------------------------
@@ -44,7 +46,7 @@ class Builder(SqlTurns, StoreTurns):
         return plan
 
     def session_break(self) -> None:
-        self.new_session, self.knows_table, self.said = True, False, {}
+        self.new_session, self.knows_table, self.said, self.pending = True, False, {}, []
 
     def where(self) -> str:
         return f"the {self.table.name} table of the SQLite database {self.table.db}"

@@ -28,6 +28,7 @@ from tuning import disjoint
 from tuning.domains import DOMAINS
 from tuning.play import Outcome, play
 from tuning.plan import Task
+from tuning.runtime_stub import runtime_stub
 from tuning.tasks import build
 
 
@@ -79,7 +80,11 @@ def generate(worker_url: str, out: Path, tasks: int, seed: int, progress: Callab
     probe = Probe(worker_url, registry)
     schemas = registry.openai_tools()
     plans = [build(i, seed, schemas) for i in range(tasks)]
-    outcomes = run_all(plans, lambda task: play(task, registry, probe), threads, progress)
+    with runtime_stub() as runtime:
+        def player(task: Task) -> Outcome:        # runtime_status reads the card this task's plan knows
+            return play(task, build_registry(ToolContext(worker_url=worker_url, runtime_url=f"{runtime}/{task.id}")),
+                        probe)
+        outcomes = run_all(plans, player, threads, progress)
     probe.close()
     write(outcomes, out)
     return stats(outcomes, time.monotonic() - start)

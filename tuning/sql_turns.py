@@ -18,12 +18,16 @@ EVERY_STORE = ["sql_exec", "sql_query", "rag_ingest", "rag_search", "memory_add"
 
 
 class SqlTurns:
-    def keep(self, n: int, wrong_first: bool = False) -> TurnPlan:
+    def keep(self, n: int, wrong_first: bool = False, given: list[dict] | None = None) -> TurnPlan:
+        """Records kept in the table: `n` new ones told in this message, or the `given` ones an
+        earlier message told (mention), which the user now refers to without repeating them."""
         t, rng = self.table, self.rng
-        records = []
-        for _ in range(n):
-            records.append(t.new_record(rng))
+        records = list(given or [])
+        t.rows.extend(records)
+        for _ in range(0 if given else n):
+            records.append(t.new_record(rng))       # a key no row has yet: the row goes in first
             t.rows.append(records[-1])
+        n = len(records)
         # after a failed INSERT the fix must differ from it: the loop does not run a failed call again
         wrong_first = wrong_first and n > 1 and not t.created
         one = (n == 1 or rng.random() < 0.6) and not wrong_first
@@ -52,12 +56,13 @@ class SqlTurns:
             n_rows = A.stored_rows(results)
             made = f"I created {where} and " if created else f"In {where} I "
             return f"{opening} {made}stored {n_rows} row{'s' * (n_rows != 1)}: {stored}."
-        template = W.KEEP if created else W.ADD
+        template = W.KEEP_THOSE if given else W.KEEP if created else W.ADD
         user = self.pick(template, records=self.records_phrase(records))
         expect = Expect(called=["sql_exec"], not_called=["rag_ingest", "memory_add"],
                         answer_contains=[fmt(v) for r in records for v in r.values()],
                         sql=[SqlExpect(contains=[fmt(v) for v in r.values()], same_row=True) for r in records])
-        return self.turn(user, steps + [Step(answer=answer)], "keep" if created else "add", expect)
+        return self.turn(user, steps + [Step(answer=answer)], "keep_those" if given else "keep" if created else "add",
+                         expect)
 
     def update(self) -> TurnPlan:
         t, rng = self.table, self.rng
@@ -179,6 +184,37 @@ class SqlTurns:
         user = self.pick(W.LOOKUP, field=f.words, key=key)
         expect = Expect(called=["sql_query"], answer_contains=[fmt(row[f.name])])
         return self.turn(user, steps + [Step(answer=answer)], "lookup", expect, [fmt(row[f.name])])
+
+    def mention(self, n: int) -> TurnPlan:
+        """Records told with a question about them and no wish to keep them: answered from the
+        message, no tool. They wait in `pending` for a later "keep those" (keep(given=...))."""
+        t, rng, key = self.table, self.rng, self.d.key.name
+        records = []
+        for _ in range(n):
+            r = t.new_record(rng)
+            if all(r[key] != o[key] for o in records + t.rows):
+                records.append(r)
+        m = self.d.field(self.d.measure)
+        values = [r[m.name] for r in records]
+        best = max(values)
+        if len(records) >= 2 and values.count(best) == 1 and not m.words.startswith("how") and rng.random() < 0.5:
+            row = next(r for r in records if r[m.name] == best)
+            question, want = f"which one has the highest {m.words}?", [row[key]]
+            reply = f"{row[key]} has the highest {m.words}, {fmt(best)}."
+        else:
+            row, f = rng.choice(records), rng.choice(self.d.fields[1:])
+            question, want = f"what {f.words} does {row[key]} have?", [fmt(row[f.name])]
+            reply = f"By what you just said, {row[key]} has {f.words} {fmt(row[f.name])}."
+        self.pending = records
+        for r in records:
+            self.said[r[key]] = dict(r)
+        user = self.pick(W.MENTION, records=self.records_phrase(records), question=question)
+        return self.turn(user, [Step(answer=lambda _: reply)], "mention",
+                         Expect(not_called=EVERY_STORE, answer_contains=want), want)
+
+    def keep_those(self) -> TurnPlan:
+        records, self.pending = self.pending, []
+        return self.keep(len(records), given=records)
 
     def from_conversation(self) -> TurnPlan:
         key = self.rng.choice(sorted(self.said))

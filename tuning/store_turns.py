@@ -89,7 +89,9 @@ class StoreTurns:
                                 Step(answer=answer)], "similar", expect, [key])
 
     def note(self, where: bool | None = None) -> TurnPlan:
-        """A memory note: where the table is (`where`), or a preference; None: either."""
+        """A memory note: where things are kept (`where`: the table, and the knowledge base's
+        sources when texts were filed; sometimes with a preference in the same note), or a
+        preference alone; None: either."""
         rng = self.rng
         if where is None:
             where = not self.where_note and self.table.created and rng.random() < 0.6
@@ -97,6 +99,16 @@ class StoreTurns:
             self.where_note = True
             text = f"The user's {self.d.things} are kept in {self.where()}."
             user, want = self.pick(W.NOTE_WHERE), [self.table.db, self.table.name]
+            if self.filed and rng.random() < 0.7:
+                sources = ", ".join(f'"{f[0]}"' for f in self.filed)
+                text = (f"The user's {self.d.things} are in {self.where()}; the background texts are in the "
+                        f"knowledge base (sources {sources}).")
+                user, want = self.pick(W.NOTE_WHERE_ALL), [self.table.db, "knowledge base"]
+            elif rng.random() < 0.3:
+                pref = rng.choice([p for p in self.d.prefs if p not in self.prefs] or self.d.prefs)
+                self.prefs.append(pref)
+                text = f"The user prefers {pref}. Their {self.d.things} are kept in {self.where()}."
+                user, want = self.pick(W.NOTE_PREF_WHERE, pref=pref), [pref, self.table.db]
         else:
             pref = rng.choice([p for p in self.d.prefs if p not in self.prefs] or self.d.prefs)
             self.prefs.append(pref)
@@ -131,14 +143,38 @@ class StoreTurns:
                          [Step(answer=lambda _: f"By your note, {key} has {f.words} {value}.")], "note_in_message",
                          expect, [value])
 
-    def small_talk(self, closing: bool = False) -> TurnPlan:
+    def small_talk(self, closing: bool = False, intent: bool = False) -> TurnPlan:
+        """A greeting, a goodbye, or (`intent`) what the user means to do with no data given yet:
+        nothing to call, the reply asks for what is missing."""
         if closing:
             user, reply = self.rng.choice(W.THANKS), self.rng.choice(["You're welcome!", "Glad to help. Bye!",
                                                                        "Any time."])
+        elif intent:
+            user = self.pick(W.INTENT)
+            reply = self.rng.choice([f"Sure. Tell me the {self.d.things} you want kept and I'll store them in a table.",
+                                     f"Happy to. Send me the first {self.d.things} with their details.",
+                                     f"Of course. What are the {self.d.things}? Give me the details and I'll keep them."])
         else:
             user = self.rng.choice(W.GREETING)
             reply = f"Hello! I can keep your {self.d.things} in a database, file background text and remember notes."
         return self.turn(user, [Step(answer=lambda _: reply)], "small_talk", Expect(not_called=EVERY_STORE))
+
+    def status(self) -> TurnPlan:
+        """What serves the user, from runtime_status, quoted as the tool reported it."""
+        c = self.runtime_card
+        phrase = self.rng.choice([
+            "You are talking to {model} (revision {revision}) on the {backend} backend, with a context of "
+            "{context_length} tokens.",
+            "The runtime serves {model}, a {architecture} model, on {backend}; it takes {context_length} tokens of context.",
+            "Model: {model}. Backend: {backend}. Context length: {context_length} tokens."])
+
+        def answer(results):
+            found = [d["runtime"] for d in A.ok_data(results) if d.get("runtime", {}).get("healthy")]
+            return phrase.format(**found[0]) if found else "The runtime does not answer right now."
+        want = [c["id"], c["backend"], str(c["context_length"])]
+        expect = Expect(called=["runtime_status"], not_called=WRITES, answer_contains=want)
+        return self.turn(self.pick(W.STATUS), [Step([("runtime_status", {})]), Step(answer=answer)],
+                         "status", expect, want)
 
     def irrelevant(self) -> TurnPlan:
         rng = self.rng
@@ -177,6 +213,30 @@ class StoreTurns:
         user = self.pick(W.ALL_IN_ONE, records=self.records_phrase(records), passage=filed.steps[0].calls[0][1]["text"],
                          pref=pref)
         return self.turn(user, steps, "all_in_one", expect)
+
+    def recall_both(self) -> TurnPlan:
+        """A stored value and a filed passage in one question, the stores often not named: a
+        query and a search (after the memory note, in a new session), each answer attributed."""
+        t, rng = self.table, self.rng
+        row, f = rng.choice(t.rows), rng.choice(self.d.fields[1:])
+        key = row[self.d.key.name]
+        source, passage, question, bkey = rng.choice(self.filed)
+        calls = [("sql_query", {"db": t.db, "sql": f"SELECT {f.name} FROM {t.name} WHERE {t.where(key)}"}),
+                 ("rag_search", {"query": question})]
+        rng.shuffle(calls)
+        steps = self.find_table()
+        steps += [Step(calls)] if rng.random() < 0.6 else [Step([c]) for c in calls]
+        where = self.where()
+
+        def answer(results):
+            rows, found = A.last_rows(results), A.hit_passages(results, passage)
+            return (f"From the database ({where}): {key} has {f.words} {fmt(rows[0][0]) if rows else 'not stored'}. "
+                    f'From the knowledge base ("{source}"): {found or "nothing found."}')
+        want = [fmt(row[f.name]), bkey]
+        expect = Expect(called=["sql_query", "rag_search"], not_called=WRITES, answer_contains=want)
+        user = self.pick(W.RECALL_BOTH, field=f.words, key=key, question=question,
+                         question_lc=question[:1].lower() + question[1:])
+        return self.turn(user, steps + [Step(answer=answer)], "recall_both", expect, want)
 
     def recall_all(self) -> TurnPlan:
         t, rng = self.table, self.rng

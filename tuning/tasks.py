@@ -10,6 +10,7 @@ from tuning.blocks import Builder
 from tuning.domains import DOMAINS
 from tuning.offer import Offer, system_prompt
 from tuning.plan import Step, Task, TurnPlan
+from tuning.runtime_stub import card
 
 ERRORS = ("503 from the worker: service temporarily unavailable", "the worker timed out after 120 s",
           "connection reset by peer", "429 from the worker: too many requests, try again shortly")
@@ -17,7 +18,7 @@ ERRORS = ("503 from the worker: service temporarily unavailable", "the worker ti
 
 def records(b: Builder) -> list[TurnPlan]:
     rng = b.rng
-    turns = [b.small_talk()] if rng.random() < 0.3 else []
+    turns = [b.small_talk(intent=rng.random() < 0.5)] if rng.random() < 0.3 else []
     turns.append(b.keep(rng.randint(2, 4)))
     for _ in range(rng.randint(2, 7)):
         turns.append(next_turn(b, ["add", "update", "delete", "query", "lookup", "from_conversation", "irrelevant"]))
@@ -27,8 +28,23 @@ def records(b: Builder) -> list[TurnPlan]:
 def persistence(b: Builder) -> list[TurnPlan]:
     turns = [b.keep(b.rng.randint(2, 3)), b.file(), b.note(where=True), b.note(where=False)]
     b.session_break()
-    turns.append(b.recall_all())
+    turns.append(b.rng.choice([b.recall_all, b.recall_both])())
     return turns + ([b.search()] if b.rng.random() < 0.4 else [])
+
+
+def intake(b: Builder) -> list[TurnPlan]:
+    """Records told first and kept on a later request, background filed, a note of where
+    everything is, and in a new session a question that needs the table and the text."""
+    rng = b.rng
+    turns = [b.small_talk(intent=True)] if rng.random() < 0.4 else []
+    turns += [b.mention(rng.randint(2, 4)), b.keep_those()]
+    if rng.random() < 0.5:
+        turns.append(next_turn(b, ["lookup", "from_conversation", "query"]))
+    turns += [b.file(), b.note(where=True)]
+    if rng.random() < 0.3:
+        turns.append(b.small_talk(closing=True))
+    b.session_break()
+    return turns + [b.recall_both()]
 
 
 def all_in_one(b: Builder) -> list[TurnPlan]:
@@ -56,7 +72,8 @@ def memory(b: Builder) -> list[TurnPlan]:
 
 def chat(b: Builder) -> list[TurnPlan]:
     rng = b.rng
-    turns = [b.small_talk()] + [rng.choice([b.irrelevant, b.note_in_message])() for _ in range(rng.randint(1, 3))]
+    turns = [b.small_talk()] + [rng.choice([b.irrelevant, b.note_in_message, b.status])()
+                                for _ in range(rng.randint(1, 3))]
     return turns + ([b.small_talk(closing=True)] if rng.random() < 0.5 else [])
 
 
@@ -90,8 +107,12 @@ BLOCKS = {
     "recall": (2, lambda b: b.prefs, lambda b: b.recall()),
     "note_in_message": (1, lambda b: True, lambda b: b.note_in_message()),
     "irrelevant": (1, lambda b: True, lambda b: b.irrelevant()),
+    "status": (1, lambda b: True, lambda b: b.status()),
     "small_talk": (1, lambda b: True, lambda b: b.small_talk(closing=b.rng.random() < 0.5)),
     "recall_all": (2, lambda b: b.table.rows and b.filed and b.prefs and b.can_sql(), lambda b: b.recall_all()),
+    "recall_both": (2, lambda b: b.table.rows and b.filed and b.can_sql(), lambda b: b.recall_both()),
+    "mention": (1, lambda b: not b.pending, lambda b: b.mention(b.rng.randint(2, 3))),
+    "keep_those": (4, lambda b: b.pending and (not b.table.created or b.can_sql()), lambda b: b.keep_those()),
 }
 
 
@@ -112,7 +133,7 @@ def next_turn(b: Builder, allowed: list[str]) -> TurnPlan:
             return turn
 
 
-FLOWS = {"records": (4, records), "persistence": (2, persistence), "all_in_one": (1, all_in_one),
+FLOWS = {"records": (4, records), "persistence": (2, persistence), "intake": (3, intake), "all_in_one": (1, all_in_one),
          "knowledge": (1, knowledge), "memory": (1, memory), "chat": (2, chat), "recovery": (2, recovery),
          "mixed": (4, mixed)}
 
@@ -135,7 +156,7 @@ def build(index: int, seed: int, schemas: list[dict]) -> Task:
     rng = random.Random(f"{seed}:{index}")
     domain = rng.choice(DOMAINS)
     workflow = rng.choices(list(FLOWS), [w for w, _ in FLOWS.values()])[0]
-    b = Builder(rng, domain)
+    b = Builder(rng, domain, runtime_card=card(f"{seed}-{index}"))
     turns = FLOWS[workflow][1](b)
     fault_rate = 0.5 if workflow == "recovery" else 0.06
     for i, turn in enumerate(turns):

@@ -19,6 +19,11 @@ KEEP = (
     "For my records -- {records}. Can you save them properly so I can ask questions about them later?",
     "pls keep a log of {things}, starting with {records}",
     "Set up somewhere to hold my {things} and enter {records}.",
+    "jot these down for me: {records}",
+    "{records}. Write these down somewhere, please.",
+    "Don't let me lose these {things}: {records}.",
+    "Make a record of this: {records}.",
+    "Could you hang on to these numbers? {records}.",
 )
 ADD = (
     "Another one: {records}. Add it to the list.",
@@ -28,6 +33,9 @@ ADD = (
     "Put this in with the others: {records}.",
     "New entry: {records}.",
     "I have another of my {things} to log: {records}.",
+    "{records} as well, please.",
+    "and jot down {records} too",
+    "Include {records} with the rest.",
 )
 UPDATE = (
     "Correction: the {field} for {key} should be {new}, not {old}. Update it.",
@@ -67,6 +75,19 @@ LOOKUP = (
     "Go back to the table and read me the {field} stored for {key}.",
     "What does the database say the {field} of {key} is? Query it, please.",
 )
+MENTION = (        # records told with a question about them, nothing asked to be kept (yet)
+    "{records}. Of those, {question}",
+    "some context first: {records}. {question}",
+    "Here's where things stand -- {records}. {question}",
+    "Looking at today's {things}: {records}. {question}",
+)
+KEEP_THOSE = (      # the records of an earlier message, now to be kept
+    "Now put those {things} into a table so the numbers can be looked up precisely.",
+    "ok, save the {things} from my last message as rows please",
+    "Could you store the entries I just listed in the database?",
+    "Please record those {things} properly; I'll need the exact figures again.",
+    "file away the {things} I mentioned, one row each",
+)
 FROM_CONVERSATION = (
     "Remind me, what {field} did I give for {key}?",
     "Quick one: the {field} of {key} was what?",
@@ -103,6 +124,17 @@ NOTE_WHERE = (
     "Save a note in memory about where you put my {things}, so you can find them next time.",
     "write yourself a reminder (memory) of which database holds the {things}",
 )
+NOTE_WHERE_ALL = (  # where every store in use holds what
+    "Leave yourself a memory note of where everything lives: the {things} and the background text.",
+    "Write a reminder in memory saying which store has the {things} and which has the reference text.",
+    "note for next time (memory): where did the {things} go, and where did the passages go?",
+    "Save a memory note that tells you, next session, where to look for each kind of thing I gave you.",
+)
+NOTE_PREF_WHERE = (  # a preference and the table's place in one note
+    "Remember that I prefer {pref}, and also where you put the {things}.",
+    "save to memory: my preference for {pref}, plus the place the {things} are stored",
+    "For later sessions, keep a note that I like {pref} and of which database has my {things}.",
+)
 RECALL_PREF = (
     "What did I tell you I prefer? Check your notes.",
     "Do you have a note about my preferences? Look in memory.",
@@ -124,6 +156,13 @@ RECALL_ALL = (
     "Three things, and say which store each came from: {key}'s {field} (database), {question} "
     "(knowledge base), and my preference (memory).",
 )
+RECALL_BOTH = (     # a stored value and a filed passage; the user may not say which store is which
+    "{question} And what {field} does {key} have? Say which store each answer came from.",
+    "Two things: the {field} of {key}, and this one: {question} Check what you stored for both.",
+    "I need {key}'s {field} and the answer to: {question} Tell me where you found each.",
+    "{question} Also, what was the {field} of {key}?",
+    "hello again. what {field} does {key} have, and {question_lc}",
+)
 ALL_IN_ONE = (
     "Do it all at once: store {records} as {things} rows, put this text in the knowledge base "
     '("{passage}"), and write a memory note that I prefer {pref}. Then briefly say what you stored.',
@@ -141,6 +180,20 @@ SIMILAR = (
 )
 GREETING = ("Hello!", "hey there", "Good morning, how are things?", "Hi, are you there?", "Evening!",
             "How are you today?", "hi! what can you help me with?")
+STATUS = (          # what serves the user: the runtime_status tool
+    "Which model am I talking to right now, and on which backend?",
+    "what's running you at the moment? model name, backend and context size please",
+    "Before we start: tell me the chat model, its backend and its context window.",
+    "Check the stack for me -- which model is loaded and how many tokens of context does it take?",
+    "Are you on the GPU or the CPU? And which model are you?",
+)
+INTENT = (          # what the user wants to do, without the data yet: nothing to call
+    "Hi! I want to start keeping track of my {things}.",
+    "hello, could you help me organise my {things}?",
+    "I'm about to give you some {things} to look after. Ready?",
+    "Good morning. From now on I'd like you to handle my {things}.",
+    "hey, can you be my assistant for {things}?",
+)
 THANKS = ("Thanks, that's all for now.", "great, cheers", "Perfect, thank you.", "ok bye for now",
           "That's everything, thanks a lot!", "Thanks! Nothing else.", "cheers, that's it")
 IRRELEVANT = {

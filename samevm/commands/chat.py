@@ -23,8 +23,10 @@ def register(sub) -> None:
 def run(args, settings) -> int:
     from runtime.engine.llm_engine import LLMEngine   # torch: seconds to import, only this command needs it
 
-    path = catalog.resolve(args.model or settings.model, settings.home)
-    engine = LLMEngine.from_gguf(EngineConfig(model=str(path), backend=args.backend or settings.backend,
+    name = args.model or settings.model
+    path = catalog.resolve(name, settings.home)
+    engine = LLMEngine.from_gguf(EngineConfig(model=str(path), lora=catalog.adapter_for(name, settings.lora),
+                                              backend=args.backend or settings.backend,
                                               cpu_dtype=args.cpu_dtype or settings.cpu_dtype,
                                               tokenizer_cache=str(settings.tokenizer_cache), kv_cache_mb=256,
                                               kernel_cache=str(settings.kernel_cache),

@@ -21,7 +21,8 @@ def register(sub) -> None:
                    help="a Host name to answer to besides loopback and --host (repeatable; '*' for any)")
     p.add_argument("--lora", metavar="DIR",
                    help="a PEFT LoRA adapter folder (adapter_config.json + adapter_model.safetensors) to serve "
-                        "on the model (default: the settings' lora, $SAMEVM_LORA)")
+                        "on the model; 'auto': the adapter shipped with a known model, 'none': the base "
+                        "(default: the settings' lora, $SAMEVM_LORA, auto)")
     p.add_argument("--lora-mode", choices=["merged", "unmerged"], default="merged",
                    help="merge the adapter into the weights at load (default: decode at the base's speed) or "
                         "apply it unmerged (loads and hot-swaps faster, decodes slower)")
@@ -46,7 +47,8 @@ def build_config(args, settings) -> ServerConfig:
     name = args.model or settings.model
     path = catalog.resolve(name, settings.home)
     model_id = name if name in catalog.KNOWN_MODELS else Path(path).stem
-    engine = EngineConfig(model=str(path), lora=args.lora or settings.lora or None, lora_mode=args.lora_mode,
+    engine = EngineConfig(model=str(path), lora=catalog.adapter_for(name, args.lora or settings.lora),
+                          lora_mode=args.lora_mode,
                           backend=args.backend or settings.backend,
                           cpu_dtype=args.cpu_dtype or settings.cpu_dtype,
                           max_model_len=args.max_model_len, kv_cache_mb=args.kv_cache_mb,
@@ -65,7 +67,11 @@ def run(args, settings) -> int:
 
     from runtime.server.app import create_app
 
-    config = build_config(args, settings)
+    try:
+        config = build_config(args, settings)
+    except ModelLoadError as e:
+        print(f"samevm serve: {e}", file=sys.stderr)
+        return 2
     if config.engine.lora:          # refuse a bad adapter now, not as a 503 on /health after the load
         try:
             load_adapter(config.engine.lora, load_gguf(config.engine.model).spec)

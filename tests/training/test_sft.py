@@ -183,3 +183,22 @@ def test_the_loss_is_transformers_own_on_the_completion_tokens(base, examples):
         ours = sft._loss(model, batch, "cpu")
         theirs = model(**batch).loss
     assert torch.allclose(ours, theirs, rtol=1e-5, atol=1e-6), (ours, theirs)
+
+
+def test_batches_cover_every_step_once_a_pass_with_little_padding():
+    import random as rnd
+
+    import training.sft as sft
+    from training.steps import Example
+    rng = rnd.Random(0)
+    examples = [Example(str(i), [1] * rng.randint(50, 4000), [2] * 20) for i in range(400)]
+    batches = sft._batches(examples, 4, rnd.Random(1))
+    one_pass = [next(batches) for _ in range(100)]
+    assert sorted(map(id, (e for b in one_pass for e in b))) == sorted(map(id, examples))
+
+    def padding(bs):
+        return sum(max(map(len, b)) * len(b) - sum(map(len, b)) for b in bs)
+    shuffled = examples[:]
+    rnd.Random(2).shuffle(shuffled)
+    plain = [shuffled[i:i + 4] for i in range(0, 400, 4)]
+    assert padding(one_pass) < padding(plain) / 5

@@ -103,3 +103,21 @@ def test_spoiled_gold_work_fails_the_store_checks(shared, kind):
     assert not outcome.kept
     assert any(SPOILED[kind] in p for p in outcome.problems), outcome.problems
     assert not any(re.match(r"t\d+\.\d+: ", p) for p in outcome.problems), outcome.problems    # no call failed
+
+
+def test_a_status_turn_quotes_the_card_its_runtime_reports(shared, worker_url):
+    # runtime_status reads the stub runtime under the task's own path; the plan's answer quotes
+    # that card, and the answer check fails when the task reads another task's card
+    from tools.context import ToolContext
+    from tools.toolsets import build_registry
+    from tuning.runtime_stub import card, runtime_stub
+    registry, probe = shared
+    task, turn = _task_with("status", registry.openai_tools())
+    assert card(task.id)["id"] in " ".join(turn.expect.answer_contains)
+    with runtime_stub() as runtime:
+        mine = build_registry(ToolContext(worker_url=worker_url, runtime_url=f"{runtime}/{task.id}"))
+        assert play(task, mine, probe).kept
+        other = next(f"x{i}" for i in range(100) if card(f"x{i}")["id"] != card(task.id)["id"])
+        theirs = build_registry(ToolContext(worker_url=worker_url, runtime_url=f"{runtime}/{other}"))
+        outcome = play(task, theirs, probe)
+    assert not outcome.kept and any("answer contains" in p for p in outcome.problems), outcome.problems

@@ -38,7 +38,8 @@ def test_the_plans_vary_as_promised(plans):
     assert {len(t.turns) for t in tasks} >= set(range(1, 11))
     kinds = Counter(t.kind for t in turns)
     assert {"keep", "add", "update", "delete", "query", "lookup", "from_conversation", "file", "search", "note",
-            "recall", "note_in_message", "small_talk", "irrelevant", "all_in_one", "recall_all"} <= set(kinds)
+            "recall", "note_in_message", "small_talk", "irrelevant", "all_in_one", "recall_all", "mention",
+            "keep_those", "recall_both", "status"} <= set(kinds)
     assert any(t.new_session for t in turns) and any(t.faults for t in turns)
     assert any(s.fails and not s.train for t in turns for s in t.steps)            # a wrong statement, then its fix
     assert any(len(s.calls) >= 3 for t in turns for s in t.steps)                  # several calls in one reply
@@ -74,3 +75,24 @@ def test_no_plan_text_overlaps_the_suites(plans):
              for text in [t.user] + [json.dumps(a, ensure_ascii=False) for s in t.steps for _, a in s.calls]
              for leak in fence.leaks(text)]
     assert not leaks, leaks[:5]
+
+
+def test_records_told_first_are_kept_later_from_the_earlier_message(plans):
+    # the user tells records with a question (no tool), then asks to keep "those": the INSERT
+    # carries the earlier message's values, which the later request does not repeat
+    _, tasks = plans
+    pairs = [(a, b) for task in tasks for a, b in zip(task.turns, task.turns[1:])
+             if a.kind == "mention" and b.kind == "keep_those"]
+    assert len(pairs) > 10
+    for told, kept in pairs:
+        assert not told.needs and told.expect.not_called
+        inserted = " ".join(a["sql"] for s in kept.steps for name, a in s.calls if name == "sql_exec")
+        values = [v for sql in kept.expect.sql for v in sql.contains]
+        assert values and all(v in told.user and v in inserted and v not in kept.user for v in values)
+
+
+def test_a_note_of_where_things_are_names_every_store_in_use(plans):
+    _, tasks = plans
+    notes = [a["text"] for task in tasks for t in task.turns if t.kind == "note" for s in t.steps
+             for name, a in s.calls if name == "memory_add" and "knowledge base" in a["text"]]
+    assert len(notes) > 10 and all("SQLite database" in n for n in notes)

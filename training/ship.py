@@ -1,0 +1,45 @@
+"""An adapter made ready to ship with the runtime (runtime/adapters/NAME/): the PEFT folder
+`samevm tune` wrote, its weights cast to bfloat16 (half the bytes; the runtime computes in
+float32 either way) and its config naming the base GGUF it was trained on. Prints the
+sha256 that runtime/catalog.py checks before serving it.
+
+    python -m training.ship OUT/adapter --name qwen2.5-coder-0.5b-tools --base qwen2.5-coder-0.5b-instruct.gguf
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from runtime.catalog import ADAPTERS
+from training.adapter import CONFIG, WEIGHTS, sha256
+
+
+def ship(adapter: Path, target: Path, base: str) -> str:
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    tensors = {k: v.to(torch.bfloat16).contiguous() for k, v in load_file(str(adapter / WEIGHTS)).items()}
+    config = json.loads((adapter / CONFIG).read_text())
+    config["base_model_name_or_path"] = base
+    target.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(target / WEIGHTS), metadata={"format": "pt"})
+    (target / CONFIG).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    return sha256(target / WEIGHTS)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("adapter", type=Path, help="the PEFT adapter folder (samevm tune's OUT/adapter)")
+    p.add_argument("--name", required=True, help="folder name under runtime/adapters/")
+    p.add_argument("--base", required=True, help="file name of the base GGUF it was trained on")
+    args = p.parse_args(argv)
+    digest = ship(args.adapter, ADAPTERS / args.name, args.base)
+    size = (ADAPTERS / args.name / WEIGHTS).stat().st_size
+    print(f"{ADAPTERS / args.name}: {size / 1e6:.1f} MB, sha256 {digest}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
