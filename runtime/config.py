@@ -91,6 +91,7 @@ class EngineConfig:
     num_kv_blocks: int = 0
     tokenizer_cache: str | None = None  # where converted tokenizers are kept
     kernel_cache: str | None = None    # where compiled CUDA kernels are kept (None: CuPy's ~/.cupy)
+    merge_cache: str | None = None     # where adapters merged into the weights are kept (None: merged each load)
     revision: str = ""                 # weights revision reported in responses
     lora: str | None = None            # a PEFT LoRA adapter folder served on the model (runtime/lora.py)
     lora_mode: str = "merged"          # merged into the weights at load (lora_merge.py), or unmerged (loads faster)

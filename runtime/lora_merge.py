@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 from gguf import MODEL_TENSOR as T
@@ -27,7 +29,7 @@ from gguf import GGMLQuantizationType as Q
 from gguf import quants
 
 from runtime.backends.cpu import dequantize
-from runtime.gguf import GGUFModel, GGUFTensor
+from runtime.gguf import GGUFModel, GGUFTensor, quick_digest
 from runtime.lora import Adapter, Factors
 from runtime.models.decoder import tensor_name
 
@@ -36,16 +38,57 @@ TENSORS = {"q_proj": T.ATTN_Q, "k_proj": T.ATTN_K, "v_proj": T.ATTN_V, "o_proj":
 BLOCK = 32      # values per Q8_0 block
 
 
-def merge_adapter(model: GGUFModel, adapter: Adapter, qtype: Q) -> GGUFModel:
-    """`model` with each adapted tensor replaced by W + B A in `qtype` (Q8_0 or F32)."""
+def merge_adapter(model: GGUFModel, adapter: Adapter, qtype: Q, cache: str | Path | None = None) -> GGUFModel:
+    """`model` with each adapted tensor replaced by W + B A in `qtype` (Q8_0 or F32). With a
+    `cache` folder the merged tensors are kept there and read back on later loads of the same
+    base and adapter: merging a 0.5B took 8-17 s of every start of the default model."""
     assert qtype in (Q.Q8_0, Q.F32), qtype
     jobs = [(model.tensor(tensor_name(TENSORS[module], i)), factors)
             for i, layer in enumerate(adapter.layers) for module, factors in sorted(layer.items())]
-    # numpy's dequantize / quantize / matmul release the GIL: the tensors merge side by side
-    with ThreadPoolExecutor(min(8, os.cpu_count() or 1)) as pool:
-        merged = list(pool.map(lambda job: merge_tensor(*job, qtype, "+" + adapter.sha256[:12]), jobs))
+    suffix = "+" + adapter.sha256[:12]
+    folder = Path(cache) / f"{quick_digest(model.path)}-{adapter.sha256[:16]}-{qtype.name}" if cache else None
+    merged = read_cached(folder, [t for t, _ in jobs], qtype, suffix) if folder else None
+    if merged is None:
+        # numpy's dequantize / quantize / matmul release the GIL: the tensors merge side by side
+        with ThreadPoolExecutor(min(8, os.cpu_count() or 1)) as pool:
+            merged = list(pool.map(lambda job: merge_tensor(*job, qtype, suffix), jobs))
+        if folder:
+            write_cached(folder, merged)
     names = [t.name for t, _ in jobs]
     return dataclasses.replace(model, tensors=model.tensors | dict(zip(names, merged)))
+
+
+def read_cached(folder: Path, bases: list[GGUFTensor], qtype: Q, suffix: str) -> list[GGUFTensor] | None:
+    """The merged tensors a previous load kept in `folder`, memory-mapped; None when the folder
+    is missing or any file does not have the size its tensor needs (then they are merged again)."""
+    if not folder.is_dir():
+        return None
+    out = []
+    for i, t in enumerate(bases):
+        kind = Q.Q8_0 if qtype == Q.Q8_0 and t.shape[1] % BLOCK == 0 else Q.F32
+        want = ((t.shape[0], t.shape[1] // BLOCK * 34), np.uint8) if kind == Q.Q8_0 else (tuple(t.shape), np.float32)
+        try:
+            data = np.load(folder / f"{i}.npy", mmap_mode="r")
+        except (OSError, ValueError):
+            return None
+        if (data.shape, data.dtype) != (want[0], np.dtype(want[1])):
+            return None
+        out.append(GGUFTensor(t.name + suffix, kind, t.shape, data))
+    return out
+
+
+def write_cached(folder: Path, merged: list[GGUFTensor]) -> None:
+    """Kept whole or not at all: written beside `folder`, then renamed into place (a load that
+    finds it never sees half of it; a failed write only costs the next start a merge)."""
+    tmp = folder.with_name(f"{folder.name}.tmp-{os.getpid()}")
+    try:
+        tmp.mkdir(parents=True, exist_ok=True)
+        for i, t in enumerate(merged):
+            np.save(tmp / f"{i}.npy", np.asarray(t.data))
+        shutil.rmtree(folder, ignore_errors=True)        # a damaged copy read_cached refused
+        os.replace(tmp, folder)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def merge_tensor(t: GGUFTensor, f: Factors, qtype: Q, suffix: str) -> GGUFTensor:

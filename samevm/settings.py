@@ -48,6 +48,10 @@ class Settings(BaseSettings):
         return self.home / "cache" / "kernels"
 
     @property
+    def merge_cache(self) -> Path:
+        return self.home / "cache" / "merged"
+
+    @property
     def runtime_url(self) -> str:
         return f"http://{self.host}:{self.runtime_port}"
 

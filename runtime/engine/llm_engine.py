@@ -169,7 +169,7 @@ class LLMEngine:
         adapter = load_adapter(config.lora, gguf.spec) if config.lora else None
         merged = adapter is not None and config.lora_mode == "merged"
         if merged:
-            gguf = merge_adapter(gguf, adapter, ops.merge_qtype)
+            gguf = merge_adapter(gguf, adapter, ops.merge_qtype, config.merge_cache)
             done("merge")
         model = build_model(gguf, ops, max_model_len, None if merged else adapter)
         done("weights")

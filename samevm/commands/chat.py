@@ -30,6 +30,7 @@ def run(args, settings) -> int:
                                               cpu_dtype=args.cpu_dtype or settings.cpu_dtype,
                                               tokenizer_cache=str(settings.tokenizer_cache), kv_cache_mb=256,
                                               kernel_cache=str(settings.kernel_cache),
+                                              merge_cache=str(settings.merge_cache),
                                               cuda=settings.cuda_options()))
     prompt = engine.tokenizer.render_chat([{"role": "user", "content": args.prompt}])
     params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature)

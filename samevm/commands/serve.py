@@ -53,7 +53,7 @@ def build_config(args, settings) -> ServerConfig:
                           cpu_dtype=args.cpu_dtype or settings.cpu_dtype,
                           max_model_len=args.max_model_len, kv_cache_mb=args.kv_cache_mb,
                           max_num_seqs=args.max_num_seqs, tokenizer_cache=str(settings.tokenizer_cache),
-                          kernel_cache=str(settings.kernel_cache),
+                          kernel_cache=str(settings.kernel_cache), merge_cache=str(settings.merge_cache),
                           cuda=settings.cuda_options(args.cuda))
     return ServerConfig(engine=engine, model_id=model_id, home=settings.home,
                         host=args.host or settings.host, port=args.port or settings.runtime_port,

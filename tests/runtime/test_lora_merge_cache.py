@@ -1,0 +1,41 @@
+"""Merged adapter weights kept on disk (runtime/lora_merge.py): a later load of the same base
+and adapter reads them instead of merging again, and a damaged copy is merged again."""
+from __future__ import annotations
+
+import numpy as np
+from gguf import GGMLQuantizationType as Q
+
+import runtime.lora_merge as lm
+from runtime.gguf import load_gguf
+from runtime.lora import load_adapter
+from tests.runtime.lora_fixtures import make_adapter
+
+
+def test_merged_weights_are_kept_and_read_back(tiny_gguf, tmp_path, monkeypatch):
+    base = tiny_gguf("qwen2")
+    make_adapter(base, tmp_path / "lora", seed=4)
+    model = load_gguf(base)
+    adapter = load_adapter(tmp_path / "lora", model.spec)
+    calls = []
+    real = lm.merge_tensor
+    monkeypatch.setattr(lm, "merge_tensor", lambda *a: calls.append(1) or real(*a))
+    cache = tmp_path / "merged"
+
+    fresh = lm.merge_adapter(model, adapter, Q.Q8_0, cache)
+    n = len(calls)
+    assert n and len(list(cache.iterdir())) == 1
+    again = lm.merge_adapter(model, adapter, Q.Q8_0, cache)
+    assert len(calls) == n                                       # nothing merged the second time
+    changed = [k for k in fresh.tensors if fresh.tensors[k] is not model.tensors[k]]
+    assert len(changed) == n
+    for k in changed:
+        a, b = fresh.tensors[k], again.tensors[k]
+        assert (a.name, a.qtype, a.shape) == (b.name, b.qtype, b.shape) and np.array_equal(a.data, b.data)
+
+    damaged = next((cache / next(iter(cache.iterdir())).name).glob("*.npy"))
+    damaged.write_bytes(damaged.read_bytes()[:100])
+    third = lm.merge_adapter(model, adapter, Q.Q8_0, cache)
+    assert len(calls) == 2 * n                                   # merged again, and kept again
+    assert all(np.array_equal(third.tensors[k].data, fresh.tensors[k].data) for k in changed)
+    lm.merge_adapter(model, adapter, Q.Q8_0, cache)
+    assert len(calls) == 2 * n                                   # the good copy is back in place
