@@ -128,6 +128,8 @@ SETTINGS = [   # (name, mode, rerank, fusion, SearchSettings changes)
     ("hybrid convex, BM25 without section headings", "hybrid", None, "convex", {"section_keywords": False}),
     ("hybrid convex, neither (the previous default)", "hybrid", None, "convex",
      {"section_keywords": False, "contents_penalty": 0.0}),
+    ("hybrid convex, BM25 k1=1.5 b=0.75 (bm25s' defaults, the previous default)", "hybrid", None, "convex",
+     {"bm25_k1": 1.5, "bm25_b": 0.75}),
 ]
 DEFAULT_SETTING = ("default: hybrid convex", "hybrid", None, "convex", {})
 
