@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rag.bm25 import Bm25Index
+from rag.bm25 import B, K1, Bm25Index
 
 
 @dataclass(slots=True)
@@ -25,15 +25,18 @@ class Corpus:
     bm25: Bm25Index
     contents: np.ndarray         # [n] 1.0 where the chunk comes from a contents or index page, else 0.0
     sections: bool               # BM25 was built over heading path + text
+    bm25_params: tuple[float, float]   # (k1, b) it was built with
 
     @classmethod
-    def build(cls, ids: list[str], texts: list[str], metas: list[dict], vectors, sections: bool = True) -> "Corpus":
+    def build(cls, ids: list[str], texts: list[str], metas: list[dict], vectors, sections: bool = True,
+              bm25_params: tuple[float, float] = (K1, B)) -> "Corpus":
         """`sections`: BM25 reads each chunk's heading path (metadata "section") before its text."""
         n = len(ids)
         vectors = np.asarray(vectors, np.float32).reshape(n, -1) if n else np.zeros((0, 1), np.float32)
         keywords = [f"{m['section']}\n{t}" if sections and m.get("section") else t for t, m in zip(texts, metas)]
         contents = np.array([bool(m.get("contents")) for m in metas], np.float32)
-        return cls(n, list(ids), list(texts), list(metas), vectors, Bm25Index(ids, keywords), contents, sections)
+        return cls(n, list(ids), list(texts), list(metas), vectors, Bm25Index(ids, keywords, *bm25_params),
+                   contents, sections, bm25_params)
 
     def cosine(self, query_vector: np.ndarray) -> np.ndarray:
         """[n] cosine of every chunk with a unit query vector."""

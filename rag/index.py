@@ -8,6 +8,9 @@ what one large one does), before the first write; each document's add is all-or-
 so a failure leaves that document as it was. Writes are serialised by a lock. A Budget
 bounds each document's chunks and the call's time, and stops it when the caller cancels.
 
+Each chunk's stored vector is its text's, moved a little toward the vector of its heading
+path (`with_headings`): the headings are embedded once each, beside the chunks.
+
 Search scores every chunk of the collection in memory (rag.corpus): cosine against the
 stored vectors, BM25 (over each chunk's text and its section heading path), fused
 (rag.fusion; chunks of contents and index pages lose `contents_penalty`), then optionally
@@ -29,6 +32,7 @@ from typing import Callable
 
 import numpy as np
 
+from rag.bm25 import B, K1
 from rag.budget import Budget
 from rag.chunking import chunk_pages
 from rag.corpus import Corpus
@@ -42,6 +46,7 @@ from rag.types import Document, Hit
 MODES = ("hybrid", "vector", "bm25")
 PRF = "prf"
 EMBED_BATCH = 256          # texts per embed call: the budget is checked between calls
+HEADING_WEIGHT = 0.1       # share of a chunk's heading-path vector in its stored vector
 
 
 def doc_id_for(source: str) -> str:
@@ -59,12 +64,16 @@ class SearchSettings:
     rerank_top: int = 20         # chunks a text reranker rescores
     contents_penalty: float = 0.1   # convex: subtracted from chunks of contents/index pages
     section_keywords: bool = True   # BM25 reads each chunk's heading path with its text
+    bm25_k1: float = K1
+    bm25_b: float = B
 
 
 class RagIndex:
     def __init__(self, store: ChromaStore, embedder: Embedder, rerankers: Rerankers,
-                 chunk_tokens: int = 128, chunk_overlap: int = 32, search: SearchSettings | None = None):
+                 chunk_tokens: int = 128, chunk_overlap: int = 32, search: SearchSettings | None = None,
+                 heading_weight: float = HEADING_WEIGHT):
         self.store, self.embedder, self.rerankers = store, embedder, rerankers
+        self.heading_weight = heading_weight
         self.chunk_tokens = min(chunk_tokens, embedder.max_tokens)
         self.chunk_overlap = min(chunk_overlap, self.chunk_tokens // 2)
         self.settings = search or SearchSettings()
@@ -98,7 +107,11 @@ class RagIndex:
                 budget.check_chunks(len(chunks), doc.source)
                 plans.append((doc, chunks))
                 rows.append(None)
-            vectors = self._embed([c.text for _, chunks in plans for c in chunks], progress, budget)
+            every = [c for _, cs in plans for c in cs]
+            headings = sorted({c.section for c in every if c.section}) if self.heading_weight else []
+            vectors = self._embed([c.text for c in every] + headings, progress, budget)
+            vectors = with_headings(vectors[:len(every)], [c.section for c in every],
+                                    dict(zip(headings, vectors[len(every):])), self.heading_weight)
             done, start = iter(range(len(plans))), 0
             for r, row in enumerate(rows):
                 if row is not None:
@@ -172,9 +185,11 @@ class RagIndex:
     def corpus(self, collection: str) -> Corpus:
         count = self.store.collection(collection).count()
         cached = self._corpora.get(collection)
-        if cached is None or cached.count != count or cached.sections != self.settings.section_keywords:
-            # the count catches writes by other clients
-            cached = Corpus.build(*self.store.texts(collection), sections=self.settings.section_keywords)
+        params = (self.settings.bm25_k1, self.settings.bm25_b)
+        if (cached is None or cached.count != count or cached.sections != self.settings.section_keywords
+                or cached.bm25_params != params):   # the count catches writes by other clients
+            cached = Corpus.build(*self.store.texts(collection), sections=self.settings.section_keywords,
+                                  bm25_params=params)
             self._corpora[collection] = cached
         return cached
 
@@ -230,6 +245,20 @@ class RagIndex:
         depth = max(k, self.settings.candidates)
         fused = dict(rrf([_top(cos, depth, corpus.ids), _top(bm, depth, corpus.ids, positive=True)]))
         return np.array([fused.get(cid, 0.0) for cid in corpus.ids], np.float32)
+
+
+def with_headings(vectors: np.ndarray, sections: list[str], heading_vectors: dict[str, np.ndarray],
+                  weight: float) -> np.ndarray:
+    """[n, dim] unit vectors of the chunk texts moved toward their heading path's vector:
+    normalise(text + weight * heading). A chunk cut from the middle of a section rarely
+    says what the section is about; its heading does. Chunks without a heading keep theirs."""
+    if not weight or not heading_vectors:
+        return vectors
+    out = vectors.copy()
+    for i, section in enumerate(sections):
+        if section in heading_vectors:
+            out[i] += weight * heading_vectors[section]
+    return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
 def _per_page(order: np.ndarray, metas: list[dict], per_page: int, n: int) -> list[int]:

@@ -2,7 +2,9 @@
 
 `Splitter(vocabulary)` turns text into lower-case terms: each run of letters and digits
 as a whole, plus its parts at underscores, digit/letter changes and camelCase humps
-(`snake_case2D` -> snake_case2d, snake, case, 2, d), plus, for a run of 12 or more
+(`snake_case2D` -> snake_case2d, snake, case, 2, d), plus each dotted, dashed or slashed
+compound whole (`2.0.0`, `upsd.conf`, `--sendmail-path` -> sendmail-path): its parts alone
+are common words or digits, the whole names one thing; plus, for a run of 12 or more
 letters seen at most twice, its most likely split into words known from the
 collection itself (unigram Viterbi: `anrsakeywith` -> an rsa key with). The
 vocabulary is counted from the same texts, so no dictionary ships.
@@ -15,6 +17,7 @@ from collections import Counter
 from typing import Iterable
 
 _TOKEN = re.compile(r"\w+")
+_COMPOUND = re.compile(r"\w+(?:[.:/-]\w+)+")
 _PARTS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+|[^\W\d_]+")
 GLUED = 12            # letters: a rare "word" this long may be several glued ones
 _MAX_WORD = 18
@@ -73,4 +76,5 @@ class Splitter:
             parts = _PARTS.findall(token)
             if len(parts) > 1:
                 terms.extend(p.lower() for p in parts)
+        terms.extend(m.group().lower() for m in _COMPOUND.finditer(text))
         return terms

@@ -27,6 +27,17 @@ def test_bm25_stems_drops_stop_words_and_ranks_rare_terms_higher():
     assert s[0] > 0 and s[1] == 0
 
 
+def test_bm25_a_chunk_naming_each_query_word_beats_one_repeating_one_word():
+    """Term frequency saturates early (k1 0.9, b 0.4): with bm25s' own 1.5 / 0.75 the chunk
+    that says "upsmon" twice would outrank the one that answers "upsmon command"."""
+    filler = ["The command prints the version.", "Each command reads its options.", "A command may fail.",
+              "Sourdough bread rises because yeast ferments the dough.", "The driver talks to the hardware."]
+    index = Bm25Index(["repeats", "both", *map(str, range(len(filler)))],
+                      ["upsmon watches the battery. upsmon watches the battery.",
+                       "upsmon runs the shutdown command when the battery is low.", *filler])
+    assert [i for i, _ in index.search("upsmon command", 2)] == ["both", "repeats"]
+
+
 def test_convex_fusion_keeps_a_strong_vector_hit_that_bm25_missed():
     import numpy as np
     from rag.fusion import convex
