@@ -19,10 +19,15 @@ from tuning.sql_turns import SqlTurns
 from tuning.store_turns import StoreTurns
 
 
+WHERE_STYLES = ("the {table} table of the SQLite database {db}", "table {table} in the {db} database",
+                "{db}.{table} (SQLite)", "the {db} database, table {table}", "SQLite: database {db}, table {table}")
+
+
 class Builder(SqlTurns, StoreTurns):
     def __init__(self, rng: random.Random, domain: Domain, runtime_card: dict | None = None):
         self.rng, self.d = rng, domain
         self.runtime_card = runtime_card      # what runtime_status reports to this task (runtime_stub.py)
+        self.where_style = rng.choice(WHERE_STYLES)
         self.table = Table.choose(rng, domain)
         self.filed: list[tuple[str, str, str, str]] = []     # (source, passage, question, key)
         self.passages_used: set = set()                          # the domain's Backgrounds drawn so far
@@ -49,7 +54,9 @@ class Builder(SqlTurns, StoreTurns):
         self.new_session, self.knows_table, self.said, self.pending = True, False, {}, []
 
     def where(self) -> str:
-        return f"the {self.table.name} table of the SQLite database {self.table.db}"
+        """How this task's answers and notes name the table: one way per task, chosen among
+        several, so that no single frame is learnt as the way every answer goes."""
+        return self.where_style.format(table=self.table.name, db=self.table.db)
 
     def records_phrase(self, records: list[dict]) -> str:
         parts = [self.table.said(r) for r in records]

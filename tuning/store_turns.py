@@ -119,7 +119,9 @@ class StoreTurns:
         if rng.random() < 0.4:
             args["tags"] = [slug(self.d.things, 1), "location" if self.table.db in want else "preference"]
         expect = Expect(called=["memory_add"], not_called=["sql_exec", "rag_ingest"], memory=[MemoryExpect(contains=want)])
-        return self.turn(user, [Step([("memory_add", args)]), Step(answer=lambda _: f"Noted: {text}")], "note", expect)
+        reply = rng.choice(["Noted: {}", "Saved to memory: {}", "I'll remember that. The note reads: {}",
+                            "Done, my memory now holds: {}"]).format(text)
+        return self.turn(user, [Step([("memory_add", args)]), Step(answer=lambda _: reply)], "note", expect)
 
     def recall(self) -> TurnPlan:
         pref = self.rng.choice(self.prefs)
