@@ -235,3 +235,32 @@ def test_decode_with_a_lora_adapter_keeps_the_adapter(tiny_gguf, tokenizer_cache
     assert served.token_ids == plain.token_ids
     np.testing.assert_allclose([lp for _, lp, _ in served.logprobs], [lp for _, lp, _ in plain.logprobs], atol=1e-4)
     assert served.token_ids != base.generate(prompts, params)[0].token_ids     # the adapter shows
+
+
+def test_serving_on_the_blocks_imports_no_torch(tiny_gguf, tokenizer_cache):
+    """An int8 engine from a warm tokenizer cache, a prefill, decode steps and sampling (top-p,
+    logprobs) run without importing torch: that import was half of a later start."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from runtime.tokenizer import Tokenizer
+    path = tiny_gguf("qwen2", Q.Q8_0)
+    Tokenizer(path, tokenizer_cache)                    # the first conversion runs on transformers
+    code = f"""
+import json, sys
+from runtime.config import EngineConfig
+from runtime.engine.llm_engine import LLMEngine
+from runtime.sampling import SamplingParams
+engine = LLMEngine.from_gguf(EngineConfig(model={path!r}, backend="cpu", cpu_dtype="int8", kv_cache_mb=16,
+                                          tokenizer_cache={tokenizer_cache!r}))
+params = SamplingParams(max_tokens=6, temperature=0.8, top_p=0.9, seed=1, logprobs=2, ignore_eos=True)
+out = engine.generate([engine.tokenizer.encode("the quick brown fox")], params)[0]
+print(json.dumps({{"ops": type(engine.ops).__name__, "tokens": len(out.token_ids), "torch": "torch" in sys.modules}}))"""
+    repo = Path(__file__).resolve().parents[2]
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=repo,
+                         env={**os.environ, "PYTHONPATH": str(repo)})
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert json.loads(run.stdout.splitlines()[-1]) == {"ops": "BlockOps", "tokens": 6, "torch": False}
