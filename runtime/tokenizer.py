@@ -55,7 +55,19 @@ def snapshot(hf) -> tuple[str, dict] | None:
         return None
     chat = {"template": template, "special_tokens": dict(hf.special_tokens_map),
             "eos_token_id": hf.eos_token_id}
-    return plain_backend(hf).to_str(), chat
+    return compact_merges(plain_backend(hf).to_str()), chat
+
+
+def compact_merges(backend_json: str) -> str:
+    """The BPE merges as "a b" strings instead of ["a", "b"] pairs, where no merged token holds
+    a space (both forms are `tokenizers`' own; it reads 150k string merges 0.1 s faster, a
+    quarter of a later start's tokenizer load). Anything else comes back unchanged."""
+    data = json.loads(backend_json)
+    merges = (data.get("model") or {}).get("merges")
+    if not merges or not all(isinstance(m, list) and len(m) == 2 and " " not in m[0] + m[1] for m in merges):
+        return backend_json
+    data["model"]["merges"] = [f"{a} {b}" for a, b in merges]
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
 def plain_backend(hf) -> RustTokenizer:
