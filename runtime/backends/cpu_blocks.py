@@ -10,6 +10,7 @@ against. Activations are float32 numpy arrays; the KV cache is one array
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,13 +52,15 @@ class BlockOps:
 
     # ---- weights -------------------------------------------------------------------
     def linear_weight(self, parts: list[GGUFTensor]) -> BlockWeight | np.ndarray:
-        """Blocks the kernels read, else float32 [out, in]."""
+        """Blocks the kernels read, else float32 [out, in] (numpy's BLAS multiplies it)."""
         if all(self.kernels.supports(p) for p in parts):
             return self.kernels.weight(parts)
+        _one_blas_thread()
         return np.concatenate([p.dequantize() for p in parts], axis=0)
 
     def lora_weight(self, fused: FusedLoRA) -> tuple[np.ndarray, np.ndarray]:
-        """(A [P r, in], block-diagonal B [out, P r]), float32."""
+        """(A [P r, in], block-diagonal B [out, P r]), float32, multiplied by numpy's BLAS."""
+        _one_blas_thread()
         return np.ascontiguousarray(fused.a, np.float32), np.ascontiguousarray(fused.block_b(), np.float32)
 
     def vector(self, parts: list[GGUFTensor]) -> np.ndarray:
@@ -172,6 +175,15 @@ class BlockOps:
 
     def sample(self, logits: np.ndarray, sb: SamplingBatch) -> SampleOutput:
         return cpu_sampler.sample(logits, sb)
+
+
+@functools.cache
+def _one_blas_thread() -> None:
+    """numpy's BLAS on one thread, for the products the kernels do not run (adapters, tensor
+    types they do not read): its threads, spinning on the cores the kernels' pool works on,
+    made a prefill with an adapter 2x slower (torch's did the same to the op-by-op path)."""
+    from threadpoolctl import threadpool_limits
+    threadpool_limits(1, user_api="blas")
 
 
 def _rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, interleaved: bool) -> np.ndarray:
