@@ -264,3 +264,16 @@ print(json.dumps({{"ops": type(engine.ops).__name__, "tokens": len(out.token_ids
                          env={**os.environ, "PYTHONPATH": str(repo)})
     assert run.returncode == 0, run.stderr[-3000:]
     assert json.loads(run.stdout.splitlines()[-1]) == {"ops": "BlockOps", "tokens": 6, "torch": False}
+
+
+@pytest.mark.parametrize("qtype", [Q.F16, Q.BF16])
+def test_int8_mode_multiplies_types_the_kernels_do_not_read_as_the_reference_does(tiny_gguf, tokenizer_cache, qtype):
+    """F16 / BF16 weights are dequantized at load and multiplied in float32: the same logits as
+    the float32 reference's."""
+    path = tiny_gguf("qwen2", qtype, embed_qtype=qtype)
+    make = lambda d: LLMEngine.from_gguf(EngineConfig(model=path, backend="cpu", cpu_dtype=d, kv_cache_mb=16,  # noqa: E731
+                                                      tokenizer_cache=tokenizer_cache))
+    ref, fast = make("float32"), make("int8")
+    assert isinstance(fast.ops, BlockOps) and isinstance(fast.model.layers[0].qkv, np.ndarray)
+    ids = ref.tokenizer.encode("hello world, the quick brown fox jumps over the lazy dog")
+    np.testing.assert_allclose(fast.prompt_logits(ids), ref.prompt_logits(ids), rtol=1e-4, atol=1e-4)
