@@ -22,6 +22,7 @@ import os
 import platform
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -68,7 +69,9 @@ def device_name(backend: str) -> str:
 
 
 def record(result: dict) -> dict:
-    """What the JSON keeps of one suite's run: pass rates overall and per turn, steps, latency."""
+    """What the JSON keeps of one suite's run: pass rates overall and per turn, steps, latency
+    (a step's: the model's reply to one prompt, the engine's prefill and decode as the client
+    waited for them, beside the prompt and completion tokens they ran on)."""
     runs = result["runs"]
     turns = [t for r in runs for t in r["turns"]]
     steps = [s for t in turns for s in t["steps"]]
@@ -77,11 +80,20 @@ def record(result: dict) -> dict:
             "per_seed": [{"seed": r["seed"], "passed": r["passed"],
                           "turns": {t["name"]: t["passed"] for t in r["turns"]}} for r in runs],
             "mean_steps_per_turn": len(steps) / len(turns),
+            **step_latency(steps),
             "mean_turn_latency_s": sum(t["latency_s"] for t in turns) / len(turns),
             "mean_seed_latency_s": sum(r["latency_s"] for r in runs) / len(runs),
             "mean_completion_tokens_per_turn": sum(t["tokens"]["completion"] for t in turns) / len(turns),
             "faults_injected": sum(t.get("faults_injected", 0) for t in turns),
             "duration_s": result["duration_s"]}
+
+
+def step_latency(steps: list[dict]) -> dict:
+    """Mean and median seconds of a step (None without steps) and its mean tokens."""
+    mean = lambda key: sum(s[key] for s in steps) / len(steps) if steps else None  # noqa: E731
+    return {"mean_step_latency_s": mean("latency_s"),
+            "median_step_latency_s": statistics.median(s["latency_s"] for s in steps) if steps else None,
+            "mean_step_prompt_tokens": mean("prompt_tokens"), "mean_step_completion_tokens": mean("completion_tokens")}
 
 
 def short(model: str) -> str:

@@ -137,8 +137,12 @@ def samevm_start(model: Path, dtype: str, tok_cache: str, threads: int) -> dict:
 # ---- the samevm child ----------------------------------------------------------------------
 def child(args) -> None:
     t0 = time.perf_counter()
-    import torch
-    torch.set_num_threads(int(args.threads))     # the CPU backend sizes its kernel threads from it
+    if args.dtype == "int8":                     # the kernels start once a process, on these threads
+        from runtime.backends import cpu_kernels
+        cpu_kernels.load(int(args.threads))
+    else:
+        import torch
+        torch.set_num_threads(int(args.threads))
     from runtime.config import EngineConfig
     from runtime.engine.llm_engine import LLMEngine
     from runtime.sampling import SamplingParams

@@ -5,9 +5,10 @@ same GGUF, first start and later starts, each in a fresh process.
                                  [--tree LABEL=DIR ...] [--llama-exe PATH | --llama-dir DIR]
 
 - engine: a Python process that builds the engine as `samevm serve` does (serve's own config
-  and first load, runtime/server/loading.load) and generates one token after the chat
-  prompt. Phases: interpreter start, imports, from_gguf's own (gguf, backend, tokenizer,
-  weights, kv_cache), what load() adds (the grammar tokenizer), the first token.
+  and first load, runtime/server/loading.load), then the grammar tokenizer (serve builds it
+  once it serves; the agent's first request, with tools, waits for it), and generates one
+  token after the chat prompt. Phases: interpreter start, imports, from_gguf's own (gguf,
+  backend, tokenizer, weights, kv_cache), the grammar tokenizer, the first token.
 - server: `samevm serve` from exec to the first streamed token of a /v1/chat/completions
   request (/health polled every 0.1 s as the supervisor does, then one streaming request); when it answered
   at all and when it said ready, and from_gguf's phases from its log.
@@ -56,6 +57,7 @@ def engine_child(model: str, backend: str) -> None:
     state = ServerState(config, RevisionRegistry(config.revisions_dir, config.model_id))
     t1 = time.perf_counter()
     engine = loading.load(state, config.engine.model, config.engine.revision)    # serve's own first load
+    state.grammar_factory(engine)
     t3 = time.perf_counter()
     ids = engine.tokenizer.encode(engine.tokenizer.render_chat(PROMPT))
     token = engine.generate([ids], SamplingParams(max_tokens=1, temperature=0))[0].token_ids

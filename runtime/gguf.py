@@ -18,6 +18,7 @@ from typing import Any, Iterator
 import numpy as np
 from gguf import GGML_QUANT_SIZES
 from gguf import GGMLQuantizationType as QType
+from gguf import quants
 
 SUPPORTED_ARCHS = ("qwen2", "qwen3", "llama")
 SUPPORTED_QTYPES = frozenset({
@@ -300,6 +301,10 @@ class GGUFTensor:
     @property
     def nbytes(self) -> int:
         return int(self.data.nbytes)
+
+    def dequantize(self) -> np.ndarray:
+        """float32 values of the tensor's logical shape (gguf-py's own dequantize)."""
+        return np.asarray(quants.dequantize(self.data, self.qtype), dtype=np.float32).reshape(self.shape)
 
 
 @dataclass(slots=True)

@@ -28,7 +28,6 @@ from gguf import MODEL_TENSOR as T
 from gguf import GGMLQuantizationType as Q
 from gguf import quants
 
-from runtime.backends.cpu import dequantize
 from runtime.gguf import GGUFModel, GGUFTensor, quick_digest
 from runtime.lora import Adapter, Factors
 from runtime.models.decoder import tensor_name
@@ -94,7 +93,7 @@ def write_cached(folder: Path, merged: list[GGUFTensor]) -> None:
 def merge_tensor(t: GGUFTensor, f: Factors, qtype: Q, suffix: str) -> GGUFTensor:
     """One projection W [out, in] as W + B A; b holds the scale and the GGUF's row order (lora.py).
     The result is named `t.name + suffix`: the backends cache uploaded weights by tensor name."""
-    w = dequantize(t) + f.b @ f.a            # [out, in] f32, a new array: an F32 base's dequantize is the mmap
+    w = t.dequantize() + f.b @ f.a            # [out, in] f32, a new array: an F32 base's dequantize is the mmap
     if qtype == Q.Q8_0 and t.shape[1] % BLOCK == 0:
         return GGUFTensor(t.name + suffix, Q.Q8_0, t.shape, quants.quantize(w, Q.Q8_0))   # [out, in / 32 * 34] u8
     return GGUFTensor(t.name + suffix, Q.F32, t.shape, np.ascontiguousarray(w, np.float32))

@@ -48,6 +48,19 @@ class ForwardBatch:
     def is_decode(self) -> bool:
         return len(self.input_ids) == self.num_seqs
 
+    def seq_slots(self) -> list[np.ndarray]:
+        """Per sequence, the cache slots [len] i64 of its positions 0..len-1."""
+        out = []
+        for i in range(self.num_seqs):
+            pos = np.arange(int(self.context_lens[i]))
+            table = self.block_tables[i]
+            out.append((table[pos // self.block_size] * self.block_size + pos % self.block_size).astype(np.int64))
+        return out
+
+    def query_ranges(self) -> list[tuple[int, int]]:
+        """Per sequence, its rows [start, end) of the step's tokens."""
+        return [(int(self.query_starts[i]), int(self.query_starts[i + 1])) for i in range(self.num_seqs)]
+
 
 @dataclass(slots=True)
 class AttentionParams:
@@ -96,6 +109,12 @@ def create_backend(name: str, cpu_dtype: str = "float32", cuda: CudaOptions | No
     if name == "auto":
         name = "cuda" if cuda_available() else "cpu"
     if name == "cpu":
+        if cpu_dtype == "int8":             # on the GGUF blocks where the kernels are built: no torch
+            from runtime.backends import cpu_kernels
+            kernels = cpu_kernels.load()
+            if kernels is not None:
+                from runtime.backends.cpu_blocks import BlockOps
+                return BlockOps(kernels)
         from runtime.backends.cpu import CPUOps
         return CPUOps(dtype=cpu_dtype)
     if name == "cuda":

@@ -46,7 +46,7 @@ class ServerState:
 
     def grammar_factory(self, engine: LLMEngine) -> GrammarFactory:
         """The factory for `engine`'s tokenizer, built on first use (seconds for a large
-        vocabulary: the loader calls this before a model goes live)."""
+        vocabulary: the loader builds it beside the first load, before a reload goes live)."""
         key = engine.tokenizer.fingerprint
         with self.grammar_lock:
             if key not in self.grammars:

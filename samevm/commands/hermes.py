@@ -8,8 +8,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from samevm.probe import runtime_card
-
 
 def register(sub) -> None:
     p = sub.add_parser("hermes", help="configure Hermes agent for the running stack (and run one query)")
@@ -21,6 +19,7 @@ def register(sub) -> None:
 
 
 def run(args, settings) -> int:
+    from samevm.probe import runtime_card          # here: the other commands start without httpx
     from tools import hermes
 
     card = runtime_card(settings.runtime_url, settings.api_key)

@@ -6,8 +6,6 @@ import json
 import os
 from pathlib import Path
 
-from samevm.probe import probe_health, runtime_card, worker_models
-
 
 def register(sub) -> None:
     p = sub.add_parser("status", help="show whether the runtime and the worker are up, and what they serve")
@@ -17,6 +15,7 @@ def register(sub) -> None:
 
 def collect(settings) -> dict:
     """What the stack's services say about themselves, and what the supervisor recorded."""
+    from samevm.probe import probe_health, runtime_card, worker_models   # here: others start without httpx
     runtime, worker = probe_health(settings.runtime_url), probe_health(settings.worker_url)
     card = runtime_card(settings.runtime_url, settings.api_key) if runtime.ready else None
     models = worker_models(settings.worker_url, settings.api_key) if worker.ready else None

@@ -7,8 +7,6 @@ import signal
 import sys
 import threading
 
-from samevm.supervisor import Stack, StackError
-
 
 def register(sub) -> None:
     p = sub.add_parser("up", help="start the runtime and the worker, and keep them running")
@@ -36,6 +34,7 @@ def _printer():
 
 
 def run(args, settings) -> int:
+    from samevm.supervisor import Stack, StackError     # here: every command's start builds this parser
     changes = {k: v for k, v in {"model": args.model, "backend": args.backend}.items() if v}
     settings = settings.model_copy(update=changes)
     stack = Stack(settings, runtime_args=args.serve_arg, mcp=args.mcp, console=args.console)

@@ -2,7 +2,8 @@
 
 Every block type, on every instruction set this CPU can run (AVX512-VNNI, AVX2, portable C),
 with row lengths that end in a half 64-value chunk; then the CPU backend's int8 mode through
-the engine, and its fallback when the extension is missing.
+the engine (cpu_blocks.BlockOps, against the torch reference), and its fallback when the
+extension is missing.
 """
 from __future__ import annotations
 
@@ -15,24 +16,18 @@ import torch
 from gguf import GGMLQuantizationType as Q
 from gguf import quants
 
-from runtime.backends import cpu_kernels
+from runtime.backends import cpu_kernels, create_backend
 from runtime.backends.cpu import CPUOps, Int8Weight
+from runtime.backends.cpu_blocks import BlockOps
 from runtime.backends.cpu_kernels import BLOCK_TYPES, BlockWeight
 from runtime.config import EngineConfig
 from runtime.engine.llm_engine import LLMEngine
+from runtime.gguf import GGUFTensor
 from dev.synthetic import random_kquant
 
 KQUANTS = (Q.Q4_K, Q.Q5_K, Q.Q6_K)
 kernels = cpu_kernels.load()
 pytestmark = pytest.mark.skipif(kernels is None, reason="CPU block kernels not built (pip install -e .)")
-
-
-@pytest.fixture(autouse=True)
-def keep_torch_threads():
-    """The int8 mode hands the cores to the kernels (torch on one thread): undo it for later tests."""
-    threads = torch.get_num_threads()
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(params=[2, 1, 0], ids=["avx512-vnni", "avx2", "portable"])
@@ -63,14 +58,14 @@ def test_blocks_match_the_reference(qtype, level):
     cols = 768 if qtype in KQUANTS else 864            # 864 = 13.5 chunks of 64
     raw, ref = random_blocks(qtype, 70, cols, rng)      # 70 rows: a partial tile
     np.testing.assert_allclose(kernels.dequantize(qtype, raw, cols), ref, rtol=1e-6, atol=1e-7)
-    x = torch.from_numpy(rng.standard_normal((11, cols)).astype(np.float32))   # a group of 8, then singles
+    x = rng.standard_normal((11, cols)).astype(np.float32)     # a group of 8, then singles
     w = as_weight([(qtype, raw, cols)])
-    y, expect = w.matmul(x), x @ torch.from_numpy(ref).T
-    err = (y - expect).abs().max() / expect.abs().max()
+    y, expect = w.matmul(x), x @ ref.T
+    err = np.abs(y - expect).max() / np.abs(expect).max()
     assert err < 0.02, f"{qtype.name}: relative error {err:.4f}"       # activations rounded to int8
     # a token's result does not depend on the tokens beside it
-    one_by_one = torch.cat([w.matmul(x[i:i + 1]) for i in range(len(x))])
-    assert torch.equal(y, one_by_one)
+    one_by_one = np.concatenate([w.matmul(x[i:i + 1]) for i in range(len(x))])
+    np.testing.assert_array_equal(y, one_by_one)
 
 
 @pytest.mark.parametrize("qtype", BLOCK_TYPES, ids=lambda q: q.name)
@@ -80,22 +75,22 @@ def test_prefill_sized_batches_match_the_reference(qtype, level):
     rng = np.random.default_rng(int(qtype) + 100)
     cols = 768 if qtype in KQUANTS else 864
     raw, ref = random_blocks(qtype, 70, cols, rng)
-    x = torch.from_numpy(rng.standard_normal((37, cols)).astype(np.float32))
+    x = rng.standard_normal((37, cols)).astype(np.float32)
     w = as_weight([(qtype, raw, cols)])
-    y, expect = w.matmul(x), x @ torch.from_numpy(ref).T
-    err = (y - expect).abs().max() / expect.abs().max()
+    y, expect = w.matmul(x), x @ ref.T
+    err = np.abs(y - expect).max() / np.abs(expect).max()
     assert err < 0.02, f"{qtype.name}: relative error {err:.4f}"
-    assert torch.equal(w.matmul(x[3:22]), y[3:22])
+    np.testing.assert_array_equal(w.matmul(x[3:22]), y[3:22])
 
 
 def test_parts_of_different_types_fill_their_columns():
     rng = np.random.default_rng(1)
     (a, ra), (b, rb) = random_blocks(Q.Q5_0, 40, 256, rng), random_blocks(Q.Q6_K, 24, 256, rng)
-    x = torch.from_numpy(rng.standard_normal((3, 256)).astype(np.float32))
+    x = rng.standard_normal((3, 256)).astype(np.float32)
     y = as_weight([(Q.Q5_0, a, 256), (Q.Q6_K, b, 256)]).matmul(x)
-    expect = x @ torch.from_numpy(np.concatenate([ra, rb])).T
+    expect = x @ np.concatenate([ra, rb]).T
     assert y.shape == (3, 64)
-    assert (y - expect).abs().max() / expect.abs().max() < 0.02
+    assert np.abs(y - expect).max() / np.abs(expect).max() < 0.02
 
 
 @pytest.mark.parametrize("qtype", [Q.Q8_0, Q.Q4_K])
@@ -106,7 +101,7 @@ def test_int8_mode_runs_on_the_blocks_and_tracks_the_reference(tiny_gguf, tokeni
     make = lambda d: LLMEngine.from_gguf(EngineConfig(model=path, backend="cpu", cpu_dtype=d, kv_cache_mb=16,  # noqa: E731
                                             tokenizer_cache=tokenizer_cache))
     ref, fast = make("float32"), make("int8")
-    assert isinstance(fast.model.layers[0].gate_up, BlockWeight)
+    assert isinstance(fast.ops, BlockOps) and isinstance(fast.model.layers[0].gate_up, BlockWeight)
     ids = ref.tokenizer.encode("hello world, the quick brown fox jumps over the lazy dog")
     a, b = ref.prompt_logits(ids), fast.prompt_logits(ids)
     assert np.corrcoef(a.ravel(), b.ravel())[0, 1] > 0.999
@@ -139,11 +134,11 @@ def test_without_the_extension_int8_falls_back_with_a_log_line(monkeypatch, capl
     monkeypatch.setattr(cpu_kernels, "_loaded", None)
     monkeypatch.setattr(cpu_kernels, "library_path", lambda: None)
     with caplog.at_level(logging.WARNING):
-        ops = CPUOps(dtype="int8")
-    assert ops.kernels is None
+        ops = create_backend("cpu", "int8")
+    assert isinstance(ops, CPUOps)
     assert "CPU block kernels not built" in caplog.text
     raw, _ = random_blocks(Q.Q8_0, 8, 64, np.random.default_rng(2))
-    t = SimpleNamespace(name="w", qtype=Q.Q8_0, data=raw, shape=(8, 64))
+    t = GGUFTensor(name="w", qtype=Q.Q8_0, shape=(8, 64), data=raw)
     assert isinstance(ops.linear_weight([t]), Int8Weight)
 
 
@@ -175,13 +170,13 @@ def test_default_model_greedy_tokens_equal_the_float32_reference():
 
 
 @pytest.mark.parametrize("interleaved", [False, True])
-def test_decode_attention_matches_the_torch_path(interleaved):
+def test_decode_attention_matches_the_reference(interleaved):
     """The C decode attention (RoPE, cache write, GQA softmax) against the reference ops on the
     same batch: three sequences of different lengths in a paged cache."""
     from runtime.backends import AttentionParams, ForwardBatch
     from runtime.models.rope import rope_tables
 
-    ops = CPUOps(dtype="int8")
+    ops = BlockOps(kernels)
     rng = np.random.default_rng(3)
     hq, hkv, d, block = 4, 2, 16, 4
     lens = np.array([5, 9, 1], dtype=np.int32)
@@ -195,15 +190,14 @@ def test_decode_attention_matches_the_torch_path(interleaved):
     cos, sin = rope_tables(d, 10000.0, None, 64)
     rope = ops.rope_cache(cos, sin)
     p = AttentionParams(n_heads=hq, n_kv_heads=hkv, head_dim=d, scale=d ** -0.5, interleaved=interleaved, norm_eps=1e-6)
-    qkv = torch.from_numpy(rng.standard_normal((3, (hq + 2 * hkv) * d)).astype(np.float32))
-    kv = torch.from_numpy(rng.standard_normal((1, 2, 8 * block, hkv, d)).astype(np.float32))
-    kv_ref = kv.clone()
+    qkv = rng.standard_normal((3, (hq + 2 * hkv) * d)).astype(np.float32)
+    kv = rng.standard_normal((1, 2, 8 * block, hkv, d)).astype(np.float32)
+    kv_ref = torch.from_numpy(kv.copy())
     fast = ops.attention(qkv, kv, 0, fb, rope, p)
     reference = CPUOps(dtype="float32")
-    fb.ctx = None
-    ref = reference.attention(qkv, kv_ref, 0, fb, rope, p)
-    torch.testing.assert_close(kv, kv_ref)
-    torch.testing.assert_close(fast, ref, rtol=1e-5, atol=1e-5)
+    ref = reference.attention(torch.from_numpy(qkv), kv_ref, 0, reference.prepare(fb.host), reference.rope_cache(cos, sin), p)
+    np.testing.assert_allclose(kv, kv_ref.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(fast, ref.numpy(), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("head_dim", [64, 48])
@@ -218,7 +212,8 @@ def test_prefill_attention_matches_the_reference(head_dim, level):
     scale = head_dim ** -0.5
     for first in (0, 57):
         ref = _grouped_attention(q[first:], k, v, scale)
-        torch.testing.assert_close(kernels.attention_prefill(q[first:], k, v, scale), ref, rtol=1e-4, atol=1e-5)
+        got = kernels.attention_prefill(q[first:].numpy(), k.numpy(), v.numpy(), scale)
+        np.testing.assert_allclose(got, ref.numpy(), rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("mode", ["merged", "unmerged"])
@@ -251,3 +246,45 @@ def test_decode_with_a_lora_adapter_keeps_the_adapter(tiny_gguf, tokenizer_cache
     assert served.token_ids == plain.token_ids
     np.testing.assert_allclose([lp for _, lp, _ in served.logprobs], [lp for _, lp, _ in plain.logprobs], atol=1e-4)
     assert served.token_ids != base.generate(prompts, params)[0].token_ids     # the adapter shows
+
+
+def test_serving_on_the_blocks_imports_no_torch(tiny_gguf, tokenizer_cache):
+    """An int8 engine from a warm tokenizer cache, a prefill, decode steps and sampling (top-p,
+    logprobs) run without importing torch: that import was half of a later start."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from runtime.tokenizer import Tokenizer
+    path = tiny_gguf("qwen2", Q.Q8_0)
+    Tokenizer(path, tokenizer_cache)                    # the first conversion runs on transformers
+    code = f"""
+import json, sys
+from runtime.config import EngineConfig
+from runtime.engine.llm_engine import LLMEngine
+from runtime.sampling import SamplingParams
+engine = LLMEngine.from_gguf(EngineConfig(model={path!r}, backend="cpu", cpu_dtype="int8", kv_cache_mb=16,
+                                          tokenizer_cache={tokenizer_cache!r}))
+params = SamplingParams(max_tokens=6, temperature=0.8, top_p=0.9, seed=1, logprobs=2, ignore_eos=True)
+out = engine.generate([engine.tokenizer.encode("the quick brown fox")], params)[0]
+print(json.dumps({{"ops": type(engine.ops).__name__, "tokens": len(out.token_ids), "torch": "torch" in sys.modules}}))"""
+    repo = Path(__file__).resolve().parents[2]
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=repo,
+                         env={**os.environ, "PYTHONPATH": str(repo)})
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert json.loads(run.stdout.splitlines()[-1]) == {"ops": "BlockOps", "tokens": 6, "torch": False}
+
+
+@pytest.mark.parametrize("qtype", [Q.F16, Q.BF16])
+def test_int8_mode_multiplies_types_the_kernels_do_not_read_as_the_reference_does(tiny_gguf, tokenizer_cache, qtype):
+    """F16 / BF16 weights are dequantized at load and multiplied in float32: the same logits as
+    the float32 reference's."""
+    path = tiny_gguf("qwen2", qtype, embed_qtype=qtype)
+    make = lambda d: LLMEngine.from_gguf(EngineConfig(model=path, backend="cpu", cpu_dtype=d, kv_cache_mb=16,  # noqa: E731
+                                                      tokenizer_cache=tokenizer_cache))
+    ref, fast = make("float32"), make("int8")
+    assert isinstance(fast.ops, BlockOps) and isinstance(fast.model.layers[0].qkv, np.ndarray)
+    ids = ref.tokenizer.encode("hello world, the quick brown fox jumps over the lazy dog")
+    np.testing.assert_allclose(fast.prompt_logits(ids), ref.prompt_logits(ids), rtol=1e-4, atol=1e-4)

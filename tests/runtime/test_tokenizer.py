@@ -271,3 +271,16 @@ def test_the_cache_round_trips_exactly(tmp_path):
         assert cached.encode(text, True) == ids and cached.decode(ids, False) == fresh.decode(ids, False)
     for messages in CONVERSATIONS:
         assert cached.render_chat(messages, TOOLS) == fresh.render_chat(messages, TOOLS)
+
+
+def test_the_snapshot_keeps_merges_in_the_faster_string_form_where_that_is_exact(pair):
+    """The cached merges are "a b" strings (tokenizers reads them faster) and the tokenizer from
+    them encodes as transformers does (test_encode_equals_transformers); a merge of a token
+    holding a space keeps the pair form, which alone can say where it splits."""
+    from runtime.tokenizer import compact_merges
+    _, _, _, cache = pair
+    (entry,) = [d for d in cache.iterdir() if d.is_dir()]
+    merges = json.loads((entry / "backend.json").read_text())["model"]["merges"]
+    assert merges and all(isinstance(m, str) and len(m.split(" ")) == 2 for m in merges)
+    spaced = {"model": {"type": "BPE", "merges": [["a", "b"], ["a b", "c"]]}}
+    assert json.loads(compact_merges(spaced)) == spaced

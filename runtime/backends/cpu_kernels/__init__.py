@@ -3,18 +3,20 @@ extension (qmatmul.c, built by setup.py at install). Weights stay in their block
 mmap of the file); activations are quantized to int8 per 32 values and multiplied with
 int8 dot products (AVX512-VNNI, else AVX2, else portable C).
 
-`load(threads)` returns the `Kernels`, or None with a log line when the extension is not
-built; the CPU backend then dequantizes at load as before.
+Arrays in and out are numpy (float32, C order), so serving on the kernels needs no torch
+(importing it was about half of a later start). `load(threads)` returns the `Kernels`, or
+None with a log line when the extension is not built; the torch CPU backend then makes int8
+weights at load instead.
 """
 from __future__ import annotations
 
 import ctypes
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 from gguf import GGMLQuantizationType as Q
 
 log = logging.getLogger(__name__)
@@ -44,7 +46,7 @@ class BlockWeight:
     def out_features(self) -> int:
         return sum(p.rows for p in self.parts)
 
-    def matmul(self, x: torch.Tensor) -> torch.Tensor:
+    def matmul(self, x: np.ndarray) -> np.ndarray:
         return self.kernels.matmul(x, self)
 
 
@@ -104,77 +106,81 @@ class Kernels:
         """GGUF tensors [out_i, in] (all supported) -> one weight, no copy of the blocks."""
         return BlockWeight([BlockPart(Q(t.qtype), np.ascontiguousarray(t.data), t.shape[1]) for t in parts], self)
 
-    def matmul(self, x: torch.Tensor, w: BlockWeight) -> torch.Tensor:
+    def matmul(self, x: np.ndarray, w: BlockWeight) -> np.ndarray:
         """x [T, in] float -> [T, out] float32."""
-        x = x.float().contiguous()
+        x = _f32(x)
         T, K = x.shape
-        if self.lib.sv_quantize(x.data_ptr(), T, K):
+        if self.lib.sv_quantize(x.ctypes.data, T, K):
             raise MemoryError(f"no memory for {T} x {K} quantized activations")
         N = w.out_features
-        y = torch.empty(T, N)
+        y = np.empty((T, N), np.float32)
         col = 0
         for p in w.parts:
             assert p.cols == K, (p.cols, K)
             rc = self.lib.sv_matmul(int(p.qtype), p.raw.ctypes.data, p.raw.shape[1], p.rows, K, T,
-                                    y.data_ptr() + 4 * col, N)
+                                    y.ctypes.data + 4 * col, N)
             assert rc == 0, f"sv_matmul failed on {p.qtype.name} [{p.rows}, {K}]"
             col += p.rows
         return y
 
-    def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float,
-                 residual: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    def rms_norm(self, x: np.ndarray, weight: np.ndarray, eps: float,
+                 residual: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """(normed, x + residual) of float32 rows [T, K], as CPUOps.rms_norm."""
-        x = x.contiguous()
-        residual = residual.contiguous() if residual is not None else None
+        x = _f32(x)
+        residual = _f32(residual) if residual is not None else None
         T, K = x.shape
-        total, out = torch.empty(T, K), torch.empty(T, K)
-        self.lib.sv_rmsnorm(x.data_ptr(), residual.data_ptr() if residual is not None else None,
-                            weight.data_ptr(), eps, T, K, total.data_ptr(), out.data_ptr())
+        total, out = np.empty((T, K), np.float32), np.empty((T, K), np.float32)
+        self.lib.sv_rmsnorm(x.ctypes.data, residual.ctypes.data if residual is not None else None,
+                            _f32(weight).ctypes.data, eps, T, K, total.ctypes.data, out.ctypes.data)
         return out, total
 
-    def attention_decode(self, qkv: torch.Tensor, k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor,
-                         positions: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool,
-                         ctx: torch.Tensor, ctx_start: torch.Tensor, n_heads: int, n_kv_heads: int,
-                         head_dim: int, scale: float) -> torch.Tensor:
+    def attention_decode(self, qkv: np.ndarray, k: np.ndarray, v: np.ndarray, slots: np.ndarray,
+                         positions: np.ndarray, cos: np.ndarray, sin: np.ndarray, interleaved: bool,
+                         ctx: np.ndarray, ctx_start: np.ndarray, n_heads: int, n_kv_heads: int,
+                         head_dim: int, scale: float) -> np.ndarray:
         """One query a sequence (qkv [S, (Hq + 2 Hkv) D] float32): RoPE, cache write, attention
         over ctx (int64 cache slots, sequence s at ctx_start[s]:ctx_start[s + 1]) -> [S, Hq D]."""
+        qkv = _f32(qkv)
         S = qkv.shape[0]
-        out = torch.empty(S, n_heads * head_dim)
-        ptr = lambda t: t.data_ptr()  # noqa: E731
-        rc = self.lib.sv_attention_decode(ptr(qkv), S, n_heads, n_kv_heads, head_dim, ptr(k), ptr(v), ptr(slots),
-                                          ptr(positions), ptr(cos), ptr(sin), int(interleaved), ptr(ctx),
-                                          ptr(ctx_start), scale, ptr(out))
+        out = np.empty((S, n_heads * head_dim), np.float32)
+        assert k.flags.c_contiguous and v.flags.c_contiguous and k.dtype == np.float32
+        ptr = lambda a: a.ctypes.data  # noqa: E731
+        rc = self.lib.sv_attention_decode(ptr(qkv), S, n_heads, n_kv_heads, head_dim, ptr(k), ptr(v), ptr(_i64(slots)),
+                                          ptr(_i64(positions)), ptr(_f32(cos)), ptr(_f32(sin)), int(interleaved),
+                                          ptr(_i64(ctx)), ptr(_i64(ctx_start)), scale, ptr(out))
         if rc:
             raise MemoryError("no memory for the attention scores")
         return out
 
-    def attention_prefill(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: float) -> torch.Tensor:
+    def attention_prefill(self, q: np.ndarray, keys: np.ndarray, values: np.ndarray, scale: float) -> np.ndarray:
         """Causal attention of one sequence, its heads over the pool: q [n_q, Hq, D] (roped) are
         the last n_q of the n_ctx positions of keys / values [n_ctx, Hkv, D] -> [n_q, Hq, D]."""
-        q, keys, values = q.float().contiguous(), keys.float().contiguous(), values.float().contiguous()
+        q, keys, values = _f32(q), _f32(keys), _f32(values)
         (n_q, hq, d), n_ctx, hkv = q.shape, keys.shape[0], keys.shape[1]
-        out = torch.empty(n_q, hq, d)
-        if self.lib.sv_attention_prefill(q.data_ptr(), keys.data_ptr(), values.data_ptr(), n_q, n_ctx - n_q, hq, hkv, d,
-                                         scale, out.data_ptr()):
+        out = np.empty((n_q, hq, d), np.float32)
+        if self.lib.sv_attention_prefill(q.ctypes.data, keys.ctypes.data, values.ctypes.data, n_q, n_ctx - n_q, hq, hkv,
+                                         d, scale, out.ctypes.data):
             raise MemoryError("no memory for prefill attention")
         return out
 
-    def decode_layer(self, attn_norm: torch.Tensor, qkv: BlockWeight, qkv_bias: torch.Tensor | None,
-                     o: BlockWeight, ffn_norm: torch.Tensor, gate_up: BlockWeight, down: BlockWeight,
-                     k: torch.Tensor, v: torch.Tensor) -> DecodeLayer:
-        """A layer for run_layer; holds pointers only: the caller keeps the tensors alive."""
+    def decode_layer(self, attn_norm: np.ndarray, qkv: BlockWeight, qkv_bias: np.ndarray | None,
+                     o: BlockWeight, ffn_norm: np.ndarray, gate_up: BlockWeight, down: BlockWeight,
+                     k: np.ndarray, v: np.ndarray) -> DecodeLayer:
+        """A layer for run_layer; holds pointers only: the caller keeps the arrays alive."""
         def weight(w: BlockWeight) -> _Weight:
             assert len(w.parts) <= 3 and len({p.cols for p in w.parts}) == 1
             parts = [_Part(int(p.qtype), p.rows, p.raw.shape[1], p.raw.ctypes.data) for p in w.parts]
             return _Weight(len(parts), w.parts[0].cols, w.out_features, (_Part * 3)(*parts))
-        ptr = lambda t: t.data_ptr() if t is not None else None  # noqa: E731
-        assert k.is_contiguous() and v.is_contiguous() and k.dtype == torch.float32
+        for a in (attn_norm, qkv_bias, ffn_norm, k, v):
+            assert a is None or (a.flags.c_contiguous and a.dtype == np.float32)
+        ptr = lambda a: a.ctypes.data if a is not None else None  # noqa: E731
         return DecodeLayer(ptr(attn_norm), ptr(qkv_bias), ptr(ffn_norm), weight(qkv), weight(o), weight(gate_up),
                            weight(down), ptr(k), ptr(v))
 
-    def run_layer(self, layer: DecodeLayer, step: DecodeStep, x: torch.Tensor, residual: torch.Tensor) -> None:
+    def run_layer(self, layer: DecodeLayer, step: DecodeStep, x: np.ndarray, residual: np.ndarray) -> None:
         """x, residual [S, H] float32 through one decoder layer, in place (layer.c)."""
-        if self.lib.sv_decode_layer(ctypes.byref(layer), ctypes.byref(step), x.data_ptr(), residual.data_ptr()):
+        assert x.flags.c_contiguous and residual.flags.c_contiguous
+        if self.lib.sv_decode_layer(ctypes.byref(layer), ctypes.byref(step), x.ctypes.data, residual.ctypes.data):
             raise MemoryError("no memory for a decode layer's activations")
 
     def pool_totals(self) -> dict:
@@ -193,11 +199,20 @@ class Kernels:
         return out
 
 
+def _f32(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.float32)
+
+
+def _i64(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.int64)
+
+
 _loaded: Kernels | None = None
 
 
 def load(threads: int = 0) -> Kernels | None:
-    """The kernels (started once a process), or None if the extension was not built."""
+    """The kernels (started once a process, on `threads` threads, 0: one a physical core), or
+    None if the extension was not built."""
     global _loaded
     if _loaded is None:
         path = library_path()
@@ -205,7 +220,7 @@ def load(threads: int = 0) -> Kernels | None:
             log.warning("CPU block kernels not built (no runtime/backends/cpu_kernels/_qmatmul*.so; "
                         "`pip install -e .` builds them with gcc): int8 weights dequantized at load instead")
             return None
-        _loaded = Kernels(ctypes.CDLL(str(path)), threads)
+        _loaded = Kernels(ctypes.CDLL(str(path)), threads or physical_cores())
         log.info("CPU block kernels: %s, %d threads", _loaded.level, _loaded.threads)
     return _loaded
 
@@ -213,3 +228,17 @@ def load(threads: int = 0) -> Kernels | None:
 def library_path() -> Path | None:
     found = sorted(Path(__file__).parent.glob("_qmatmul*.so"))
     return found[0] if found else None
+
+
+def physical_cores() -> int:
+    """Cores this process may run on, hyperthreads of one core counted once: two threads on one
+    core share its vector units, and a thread left waiting on its sibling slows every product."""
+    cpus = os.sched_getaffinity(0)
+    cores = set()
+    for cpu in cpus:
+        topology = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
+        try:
+            cores.add(((topology / "physical_package_id").read_text(), (topology / "core_id").read_text()))
+        except OSError:
+            return len(cpus)
+    return len(cores)

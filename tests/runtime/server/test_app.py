@@ -1,5 +1,6 @@
-"""The app in-process: /health while the model loads (held open by the test), a model that
-fails to load, the API key, and /admin's loopback rule."""
+"""The app in-process: /health while the model loads (held open by the test), the grammar
+tokenizer built after the model serves, a model that fails to load, the API key, and /admin's
+loopback rule."""
 from __future__ import annotations
 
 import threading
@@ -10,6 +11,7 @@ from fastapi.testclient import TestClient
 
 from runtime.config import EngineConfig
 from runtime.server import loading
+from runtime.server import state as server_state
 from runtime.server.app import create_app
 from runtime.server.config import ServerConfig
 
@@ -48,6 +50,40 @@ def test_health_is_503_until_the_model_serves(tiny_gguf, tmp_path):
         assert client.get("/health").json()["status"] == "ok"
         r = client.post("/v1/chat/completions", json=ASK)
         assert r.status_code == 200 and r.headers["x-samevm-backend"] == "cpu"
+
+
+def test_the_model_serves_before_its_grammar_tokenizer_and_a_grammar_request_waits_for_it(
+        tiny_gguf, tmp_path, monkeypatch):
+    """The grammar tokenizer is no part of a first token: held here, /health turns ok and a plain
+    request is answered; a request with tool_choice "required" is answered once it is built."""
+    release, building, served_first = threading.Event(), threading.Event(), []
+    real = server_state.GrammarFactory
+    app = create_app(config(tiny_gguf("qwen2"), tmp_path))
+
+    def held(*args):
+        served_first.append(app.state.server.loop is not None)
+        building.set()
+        release.wait(300)
+        return real(*args)
+
+    monkeypatch.setattr(server_state, "GrammarFactory", held)
+    tool = {"type": "function", "function": {"name": "add", "parameters": {
+        "type": "object", "properties": {"a": {"type": "boolean"}}, "required": ["a"], "additionalProperties": False}}}
+    with TestClient(base_url=LOCAL, app=app) as client:
+        assert building.wait(120)
+        assert served_first == [True]
+        wait_healthy(client)
+        assert client.post("/v1/chat/completions", json=ASK).status_code == 200
+        assert not release.is_set()
+        answer = []
+        asker = threading.Thread(target=lambda: answer.append(client.post(
+            "/v1/chat/completions", json={**ASK, "max_tokens": 64, "tools": [tool], "tool_choice": "required"})))
+        asker.start()
+        release.set()
+        asker.join(120)
+        assert answer and answer[0].status_code == 200, answer and answer[0].text
+        message = answer[0].json()["choices"][0]["message"]
+        assert message.get("tool_calls") and message["tool_calls"][0]["function"]["name"] == "add", message
 
 
 def test_a_model_that_fails_to_load_says_why(tmp_path):
