@@ -64,7 +64,7 @@ def read_cached(folder: Path, bases: list[GGUFTensor], qtype: Q, suffix: str) ->
         return None
     out = []
     for i, t in enumerate(bases):
-        kind = Q.Q8_0 if qtype == Q.Q8_0 and t.shape[1] % BLOCK == 0 else Q.F32
+        kind = held_as(t, qtype)
         want = ((t.shape[0], t.shape[1] // BLOCK * 34), np.uint8) if kind == Q.Q8_0 else (tuple(t.shape), np.float32)
         try:
             data = np.load(folder / f"{i}.npy", mmap_mode="r")
@@ -90,10 +90,15 @@ def write_cached(folder: Path, merged: list[GGUFTensor]) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def held_as(t: GGUFTensor, qtype: Q) -> Q:
+    """The type a merged `t` is held in: `qtype`, but F32 where rows do not fill Q8_0 blocks."""
+    return Q.Q8_0 if qtype == Q.Q8_0 and t.shape[1] % BLOCK == 0 else Q.F32
+
+
 def merge_tensor(t: GGUFTensor, f: Factors, qtype: Q, suffix: str) -> GGUFTensor:
     """One projection W [out, in] as W + B A; b holds the scale and the GGUF's row order (lora.py).
     The result is named `t.name + suffix`: the backends cache uploaded weights by tensor name."""
     w = t.dequantize() + f.b @ f.a            # [out, in] f32, a new array: an F32 base's dequantize is the mmap
-    if qtype == Q.Q8_0 and t.shape[1] % BLOCK == 0:
+    if held_as(t, qtype) == Q.Q8_0:
         return GGUFTensor(t.name + suffix, Q.Q8_0, t.shape, quants.quantize(w, Q.Q8_0))   # [out, in / 32 * 34] u8
     return GGUFTensor(t.name + suffix, Q.F32, t.shape, np.ascontiguousarray(w, np.float32))

@@ -9,8 +9,8 @@ Each stack has its own home (OUT/stack-base, OUT/stack-tuned: fresh stores, no r
 resumed) and free ports (never someone's running stack); the base's is stopped before
 training so that the GPU is the trainer's. The held-out suites are the agent suite library
 (agents/suites): the generator's tasks are disjoint from them by construction. The tuned
-model is served as base + adapter (`samevm serve --lora`) where the runtime has that option,
-else as the merged GGUF.
+model is served as base + adapter (`samevm serve --lora`); the merged GGUF is written beside it
+for runtimes that serve no adapters.
 """
 from __future__ import annotations
 
@@ -66,13 +66,6 @@ def stack_for(settings: Settings, cfg: TuneConfig, label: str, model: Path, runt
                                        "runtime_port": free_port(), "worker_port": free_port(),
                                        "mcp_port": free_port(), "console_port": free_port()})
     return Stack(ours, attach=False, runtime_args=["--no-resume", *runtime_args])
-
-
-def serves_adapters() -> bool:
-    """Whether this runtime's `samevm serve` takes --lora (else the tuned model is served merged)."""
-    from samevm.cli import build_parser
-    args, _ = build_parser().parse_known_args(["serve", "--lora", "DIR"])
-    return getattr(args, "lora", None) == "DIR"
 
 
 def evaluate(stack: Stack, cfg: TuneConfig, label: str, suites: list[str], bars: Bars, report: dict) -> None:
@@ -214,14 +207,11 @@ def run(settings: Settings, cfg: TuneConfig, bars: Bars) -> dict:
                                                      "backend": cfg.backend}}
     gather(settings, cfg, bars, report)
     save(report, cfg.out)
-    adapter, merged = train(settings, cfg, bars, report)
+    adapter, _ = train(settings, cfg, bars, report)
     save(report, cfg.out)
     suites = todo(cfg, report, "tuned")
     if suites:
-        lora = serves_adapters()
-        report["served_as"] = "base + adapter (--lora)" if lora else "merged GGUF"
-        tuned = (stack_for(settings, cfg, "tuned", cfg.base, ["--lora", str(adapter)]) if lora
-                 else stack_for(settings, cfg, "tuned", merged))
-        with tuned as stack:
+        report["served_as"] = "base + adapter (--lora)"
+        with stack_for(settings, cfg, "tuned", cfg.base, ["--lora", str(adapter)]) as stack:
             evaluate(stack, cfg, "tuned", suites, bars, report)
     return report

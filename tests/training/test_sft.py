@@ -179,9 +179,13 @@ def test_the_loss_is_transformers_own_on_the_completion_tokens(base, examples):
     import training.sft as sft
     model = load_model(base).eval()
     batch = collate(examples[:3])
+    rows = []
+    hook = model.get_output_embeddings().register_forward_hook(lambda m, args, out: rows.append(args[0].shape[:-1]))
     with torch.no_grad():
         ours = sft._loss(model, batch, "cpu")
+        hook.remove()
         theirs = model(**batch).loss
+    assert rows == [torch.Size([sum(len(e.completion_ids) for e in examples[:3])])]    # the head saw the replies only
     assert torch.allclose(ours, theirs, rtol=1e-5, atol=1e-6), (ours, theirs)
 
 

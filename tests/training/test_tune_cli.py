@@ -82,5 +82,5 @@ def test_tune_generates_on_a_stack_and_measures_base_and_tuned(tiny_gguf, tmp_pa
     assert report["generate"] == {"tasks": 3, "steps": len(agent_steps.steps())}
     for which in ("base", "tuned"):
         assert report["eval"][which]["freeform"]["runs"] == 1
-    assert report["served_as"] in ("base + adapter (--lora)", "merged GGUF")
+    assert report["served_as"] == "base + adapter (--lora)"
     assert report["served"]["tuned"]["revision"] != report["served"]["base"]["revision"]   # not the base again
