@@ -1,4 +1,4 @@
-"""The domains the generator's tasks are about (declared in domains.yaml): what a user keeps
+"""The domains the generator's tasks are about (declared in domain_data/*.yaml): what a user keeps
 records of, in which fields, with random values, background text worth filing and
 preferences worth remembering.
 
@@ -8,7 +8,8 @@ to learn the tools, not the suites' subjects. disjoint.py checks the names.
 
 A Field draws its values: text from a pool (the first field is the record's key and its
 values are distinct within a task), whole numbers, quarter amounts (exact in binary, so a
-sum in SQLite equals the sum in Python) or dates.
+sum in SQLite equals the sum in Python), dates, clock times, or codes from a pattern
+("RX-###": `#` a digit, `@` a capital letter) so that identifiers are copied, not recalled.
 """
 from __future__ import annotations
 
@@ -19,21 +20,21 @@ from pathlib import Path
 
 import yaml
 
-DOMAINS_FILE = Path(__file__).with_name("domains.yaml")
+DOMAINS_DIR = Path(__file__).with_name("domain_data")
 
 
 @dataclass(frozen=True, slots=True)
 class Field:
     name: str                       # the column
-    kind: str = "text"              # text | int | real | date
-    pool: tuple = ()                # text values
+    kind: str = "text"              # text | int | real | date | time | code
+    pool: tuple = ()                # text values; for a code, its patterns
     lo: float = 0
     hi: float = 0
     label: str = ""                 # how a user calls it ("mileage")
 
     @property
     def sql_type(self) -> str:
-        return {"text": "TEXT", "date": "TEXT", "int": "INTEGER", "real": "REAL"}[self.kind]
+        return {"int": "INTEGER", "real": "REAL"}.get(self.kind, "TEXT")
 
     @property
     def words(self) -> str:
@@ -46,6 +47,11 @@ class Field:
             return rng.randint(int(self.lo), int(self.hi))
         if self.kind == "real":
             return rng.randint(int(self.lo * 4), int(self.hi * 4)) / 4
+        if self.kind == "time":
+            return f"{rng.randint(6, 22):02d}:{rng.randrange(0, 60, 5):02d}"
+        if self.kind == "code":
+            return "".join(rng.choice("0123456789") if c == "#" else rng.choice("ABCDEFGHJKLMNPRSTUVWXYZ") if c == "@"
+                           else c for c in rng.choice(self.pool))
         day = datetime.date(2025, 1, 1) + datetime.timedelta(days=rng.randint(0, 700))
         return day.isoformat()
 
@@ -92,5 +98,6 @@ def _domain(raw: dict) -> Domain:
                   raw["measure"], backgrounds, tuple(raw.get("prefs", ())), raw.get("topic", ""))
 
 
-DOMAINS: tuple[Domain, ...] = tuple(_domain(d) for d in yaml.safe_load(DOMAINS_FILE.read_text()))
+DOMAINS: tuple[Domain, ...] = tuple(_domain(d) for path in sorted(DOMAINS_DIR.glob("*.yaml"))
+                                    for d in yaml.safe_load(path.read_text()))
 BY_NAME = {d.name: d for d in DOMAINS}
