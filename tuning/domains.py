@@ -40,6 +40,11 @@ class Field:
     def words(self) -> str:
         return self.label or self.name.replace("_", " ")
 
+    @property
+    def distinct(self) -> int:
+        """How many different values a draw can give, near enough."""
+        return len(self.pool) if self.kind == "text" else 1000
+
     def draw(self, rng: random.Random):
         if self.kind == "text":
             return rng.choice(self.pool)

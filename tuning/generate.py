@@ -7,7 +7,7 @@ one step a line:
      "tools": [as sent, strict], "chosen": {"role": "assistant", "content", "tool_calls"},
      "workflow", "turn_kind", "keys" (answers: the values a right answer quotes)}
 
-    python -m tuning.generate --out steps.jsonl --tasks 400 --seed 1 [--worker URL]
+    python -m tuning.generate --out steps.jsonl --tasks 400 --seed 1 [--worker URL] [--domains NAME ...]
 
 Without --worker a worker is started in a temporary home for the run.
 """
@@ -25,7 +25,7 @@ from agents.checks import Probe
 from tools.context import ToolContext
 from tools.toolsets import build_registry
 from tuning import disjoint
-from tuning.domains import DOMAINS
+from tuning.domains import BY_NAME, DOMAINS
 from tuning.play import Outcome, play
 from tuning.plan import Task
 from tuning.runtime_stub import runtime_stub
@@ -72,14 +72,14 @@ def write(outcomes: list[Outcome], out: Path) -> None:
 
 
 def generate(worker_url: str, out: Path, tasks: int, seed: int, progress: Callable[[int, int], None] | None = None,
-             threads: int = 8) -> dict:
-    """Play `tasks` tasks against the worker at `worker_url` and write the kept steps to `out`;
-    `progress(done, total)` is called as tasks finish. Returns the counts."""
+             threads: int = 8, domains: tuple = DOMAINS) -> dict:
+    """Play `tasks` tasks (about `domains`) against the worker at `worker_url` and write the kept
+    steps to `out`; `progress(done, total)` is called as tasks finish. Returns the counts."""
     start = time.monotonic()
     registry = build_registry(ToolContext(worker_url=worker_url))
     probe = Probe(worker_url, registry)
     schemas = registry.openai_tools()
-    plans = [build(i, seed, schemas) for i in range(tasks)]
+    plans = [build(i, seed, schemas, domains) for i in range(tasks)]
     with runtime_stub() as runtime:
         def player(task: Task) -> Outcome:        # runtime_status reads the card this task's plan knows
             return play(task, build_registry(ToolContext(worker_url=worker_url, runtime_url=f"{runtime}/{task.id}")),
@@ -113,9 +113,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--tasks", type=int, default=400)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=8)
+    p.add_argument("--domains", nargs="+", choices=sorted(BY_NAME), help="only tasks about these (default: all)")
     args = p.parse_args(argv)
-    result = with_bar(args.worker, args.tasks,
-                      lambda url, progress: generate(url, args.out, args.tasks, args.seed, progress, args.threads))
+    domains = tuple(BY_NAME[n] for n in args.domains) if args.domains else DOMAINS
+    result = with_bar(args.worker, args.tasks, lambda url, progress: generate(url, args.out, args.tasks, args.seed,
+                                                                              progress, args.threads, domains))
     print(json.dumps(result, indent=2))
 
 

@@ -47,10 +47,16 @@ class Table:
 
     def new_record(self, rng: random.Random) -> dict:
         """A record whose key no row has yet (while the pool lasts)."""
-        taken = {r[self.domain.key.name] for r in self.rows}
-        free = [v for v in self.domain.key.pool if v not in taken]
+        key = self.domain.key
+        taken = {r[key.name] for r in self.rows}
         record = {f.name: f.draw(rng) for f in self.domain.fields}
-        record[self.domain.key.name] = rng.choice(free or self.domain.key.pool)
+        if key.kind == "text":
+            free = [v for v in key.pool if v not in taken]
+            record[key.name] = rng.choice(free or key.pool)
+        for _ in range(100):        # codes, numbers and dates are drawn again until new
+            if record[key.name] not in taken:
+                break
+            record[key.name] = key.draw(rng)
         return record
 
     def said(self, record: dict) -> str:

@@ -32,7 +32,7 @@ class StoreTurns:
         b = rng.choice([b for b in self.d.backgrounds if b not in self.passages_used] or self.d.backgrounds)
         if filing:
             self.passages_used.add(b)
-        slots = {"k": rng.choice(self.d.subject.pool), "n": rng.randint(2, 40), "m": rng.randint(100, 9000),
+        slots = {"k": self.d.subject.draw(rng), "n": rng.randint(2, 40), "m": rng.randint(100, 9000),
                  "p": rng.randint(5, 60)}
         passage, question, key = b.text.format(**slots), b.question.format(**slots), b.key.format(**slots)
         options = [slug(self.d.name) + "-notes", slug(self.d.things, 1) + "-" + slug(slots["k"]),

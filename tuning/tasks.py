@@ -93,7 +93,7 @@ def mixed(b: Builder) -> list[TurnPlan]:
 
 BLOCKS = {
     "keep": (3, lambda b: not b.table.created, lambda b: b.keep(b.rng.randint(1, 4))),
-    "add": (2, lambda b: b.table.created and len(b.table.rows) < min(6, len(b.d.key.pool) - 2) and b.can_sql(), lambda b: b.keep(b.rng.randint(1, 2))),
+    "add": (2, lambda b: b.table.created and len(b.table.rows) < min(6, b.d.key.distinct - 2) and b.can_sql(), lambda b: b.keep(b.rng.randint(1, 2))),
     "update": (2, lambda b: b.table.rows and b.can_sql(), lambda b: b.update()),
     "delete": (1, lambda b: len(b.table.rows) >= 2 and b.can_sql(), lambda b: b.delete()),
     "query": (3, lambda b: len(b.table.rows) >= 2 and b.can_sql(), lambda b: b.query()),
@@ -152,9 +152,9 @@ def add_fault(turn: TurnPlan, name: str, rng: random.Random) -> bool:
     return True
 
 
-def build(index: int, seed: int, schemas: list[dict]) -> Task:
+def build(index: int, seed: int, schemas: list[dict], domains: tuple = DOMAINS) -> Task:
     rng = random.Random(f"{seed}:{index}")
-    domain = rng.choice(DOMAINS)
+    domain = rng.choice(domains)
     workflow = rng.choices(list(FLOWS), [w for w, _ in FLOWS.values()])[0]
     b = Builder(rng, domain, runtime_card=card(f"{seed}-{index}"))
     turns = FLOWS[workflow][1](b)

@@ -3,6 +3,7 @@ offers the tools its gold steps call, and no plan's text overlaps the evaluation
 from __future__ import annotations
 
 import json
+import random
 from collections import Counter
 
 import pytest
@@ -11,7 +12,9 @@ from agents import prompts
 from tools.context import ToolContext
 from tools.toolsets import build_registry
 from tuning.disjoint import Fence
+from tuning.domains import Domain, Field
 from tuning.offer import PARAPHRASES
+from tuning.records import Table
 from tuning.tasks import FLOWS, build
 
 N = 400
@@ -96,3 +99,15 @@ def test_a_note_of_where_things_are_names_every_store_in_use(plans):
     notes = [a["text"] for task in tasks for t in task.turns if t.kind == "note" for s in t.steps
              for name, a in s.calls if name == "memory_add" and "knowledge base" in a["text"]]
     assert len(notes) > 10 and all("database" in n.lower() or "sqlite" in n.lower() for n in notes)
+
+
+def test_code_keys_are_drawn_fresh_and_distinct():
+    """A code key is drawn from its pattern, never the pattern itself, and no two rows share one."""
+    d = Domain("lockers", "pickups", ("lockers",), ("pickups",),
+               (Field("parcel", "code", ("PK-##",)), Field("at", "time")), "{parcel} at {at}", "at")
+    table, rng = Table(d, "lockers", "pickups", False), random.Random(1)
+    for _ in range(40):
+        table.rows.append(table.new_record(rng))
+    keys = [r["parcel"] for r in table.rows]
+    assert len(set(keys)) == 40 and all(k.startswith("PK-") and k[3:].isdigit() for k in keys)
+    assert all(len(r["at"]) == 5 and r["at"][2] == ":" for r in table.rows)
