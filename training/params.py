@@ -74,6 +74,6 @@ class SftParams(LoraParams):
     max_grad_norm: float = Field(1.0, gt=0)
     max_length: int = Field(4096, ge=16, le=32_768, description="prompt + completion tokens; longer steps are dropped")
     eval_every: int | None = Field(None, ge=1, description="optimizer steps between losses on the held-out "
-                                   "steps (None: about 20 times a run, so scoring stays a small share of it)")
+                                   "steps (None: about 10 times a run, so scoring stays a small share of it)")
     seed: int = Field(0, ge=0, le=2**32 - 1)
     device: Literal["auto", "cpu", "cuda"] = "auto"

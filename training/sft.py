@@ -132,7 +132,7 @@ def train_sft(model: PreTrainedModel | PeftModel, examples: list[Example], param
     steps = total_steps(len(examples), params)
     schedule = get_cosine_schedule_with_warmup(optimizer, min(params.warmup_steps, steps - 1), steps)
     batches = _batches(examples, params.batch_size, random.Random(params.seed))
-    every = params.eval_every or max(1, steps // 20)
+    every = params.eval_every or max(1, steps // 10)
     history: list[dict] = []
     before = evaluate(model, held_out, params.batch_size, device) if held_out else None
     t0 = time.monotonic()
