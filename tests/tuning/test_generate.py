@@ -10,9 +10,12 @@ from collections import Counter
 import jsonschema
 import pytest
 
+from tools.context import ToolContext
+from tools.toolsets import build_registry
 from tuning.generate import generate
 from tuning.play import play
 from tuning.plan import Step
+from tuning.runtime_stub import runtime_stub
 from tuning.tasks import build
 
 SEED, TASKS = 11, 16
@@ -73,10 +76,12 @@ def _task_with(kind: str, schemas: list[dict]):
     raise AssertionError(f"no {kind} turn in 200 tasks")
 
 
-def test_a_task_plays_and_its_checks_pass(shared):
+def test_a_task_plays_and_its_checks_pass(shared, worker_url):
     registry, probe = shared
     task, _ = _task_with("keep", registry.openai_tools())
-    outcome = play(task, registry, probe)
+    with runtime_stub() as runtime:     # a status turn reads the card this task's plan knows, as generate.py serves it
+        registry = build_registry(ToolContext(worker_url=worker_url, runtime_url=f"{runtime}/{task.id}"))
+        outcome = play(task, registry, probe)
     assert outcome.kept, outcome.problems
 
 
