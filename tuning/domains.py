@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime
 import random
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +31,7 @@ class Field:
     pool: tuple = ()                # text values; for a code, its patterns
     lo: float = 0
     hi: float = 0
-    label: str = ""                 # how a user calls it ("mileage")
+    label: str = ""                 # how a user calls it, a noun phrase: "what {label} does X have"
 
     @property
     def sql_type(self) -> str:
@@ -98,6 +99,11 @@ class Domain:
 def _domain(raw: dict) -> Domain:
     fields = tuple(Field(f["name"], f.get("kind", "text"), tuple(f.get("pool", ())), f.get("lo", 0), f.get("hi", 0),
                          f.get("label", "")) for f in raw["fields"])
+    # A value inside `things` would show up in "keep those {things}" and pass a check unstored.
+    inside = [v for f in fields if f.kind == "text" for v in f.pool
+              if re.search(rf"\b{re.escape(v.lower())}\b", raw["things"].lower())]
+    if inside:
+        raise ValueError(f"domain {raw['name']}: values {inside} appear in its `things`")
     backgrounds = tuple(Background(**b) for b in raw.get("backgrounds", ()))
     return Domain(raw["name"], raw["things"], tuple(raw["dbs"]), tuple(raw["tables"]), fields, raw["say"],
                   raw["measure"], backgrounds, tuple(raw.get("prefs", ())), raw.get("topic", ""))

@@ -12,7 +12,7 @@ from agents import prompts
 from tools.context import ToolContext
 from tools.toolsets import build_registry
 from tuning.disjoint import Fence
-from tuning.domains import Domain, Field
+from tuning.domains import Domain, Field, _domain
 from tuning.offer import PARAPHRASES
 from tuning.records import Table
 from tuning.tasks import FLOWS, build
@@ -111,3 +111,12 @@ def test_code_keys_are_drawn_fresh_and_distinct():
     keys = [r["parcel"] for r in table.rows]
     assert len(set(keys)) == 40 and all(k.startswith("PK-") and k[3:].isdigit() for k in keys)
     assert all(len(r["at"]) == 5 and r["at"][2] == ":" for r in table.rows)
+
+
+def test_a_domain_whose_values_sit_in_its_things_is_refused():
+    """'keep those films to watch' would hold the status 'to watch' before anything is stored."""
+    raw = {"name": "films", "things": "films to watch", "dbs": ["f"], "tables": ["f"], "say": "{title} {status}",
+           "measure": "n", "fields": [{"name": "title", "pool": ["Heat"]}, {"name": "status", "pool": ["to watch"]}]}
+    with pytest.raises(ValueError, match="to watch"):
+        _domain(raw)
+    _domain({**raw, "things": "films on my list"})
