@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import datetime
 import random
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,9 +98,9 @@ class Domain:
 def _domain(raw: dict) -> Domain:
     fields = tuple(Field(f["name"], f.get("kind", "text"), tuple(f.get("pool", ())), f.get("lo", 0), f.get("hi", 0),
                          f.get("label", "")) for f in raw["fields"])
-    # A value inside `things` would show up in "keep those {things}" and pass a check unstored.
-    inside = [v for f in fields if f.kind == "text" for v in f.pool
-              if re.search(rf"\b{re.escape(v.lower())}\b", raw["things"].lower())]
+    # A value inside `things` (as the checks match, in part of a word too) would show up in
+    # "keep those {things}" before it is stored.
+    inside = [v for f in fields if f.kind == "text" for v in f.pool if v.lower() in raw["things"].lower()]
     if inside:
         raise ValueError(f"domain {raw['name']}: values {inside} appear in its `things`")
     backgrounds = tuple(Background(**b) for b in raw.get("backgrounds", ()))
