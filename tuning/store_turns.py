@@ -125,7 +125,9 @@ class StoreTurns:
 
     def recall(self) -> TurnPlan:
         pref = self.rng.choice(self.prefs)
-        query = self.rng.choice(["prefers", "preference", pref])
+        # the search matches whole words: every preference note says "prefers", but the note that also
+        # says where the table is never says "preference", so that word would miss it
+        query = self.rng.choice(["prefers", pref])
         call = ("memory_search", {"query": query}) if self.rng.random() < 0.8 else ("memory_read", {})
 
         def answer(results):

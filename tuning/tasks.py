@@ -111,7 +111,7 @@ BLOCKS = {
     "small_talk": (1, lambda b: True, lambda b: b.small_talk(closing=b.rng.random() < 0.5)),
     "recall_all": (2, lambda b: b.table.rows and b.filed and b.prefs and b.can_sql(), lambda b: b.recall_all()),
     "recall_both": (2, lambda b: b.table.rows and b.filed and b.can_sql(), lambda b: b.recall_both()),
-    "mention": (1, lambda b: not b.pending, lambda b: b.mention(b.rng.randint(2, 3))),
+    "mention": (1, lambda b: not b.pending and len(b.table.rows) < b.d.key.distinct, lambda b: b.mention(b.rng.randint(2, 3))),
     "keep_those": (4, lambda b: b.pending and (not b.table.created or b.can_sql()), lambda b: b.keep_those()),
 }
 
