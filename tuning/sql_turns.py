@@ -57,7 +57,8 @@ class SqlTurns:
             made = f"I created {where} and " if created else f"In {where} I "
             return f"{opening} {made}stored {n_rows} row{'s' * (n_rows != 1)}: {stored}."
         template = W.KEEP_THOSE if given else W.KEEP if created else W.ADD
-        user = self.pick(template, records=self.records_phrase(records))
+        user = self.pick(template, records=self.records_phrase(records), count=W.count_words(n),
+                         field=rng.choice(self.d.fields[1:]).words)
         expect = Expect(called=["sql_exec"], not_called=["rag_ingest", "memory_add"],
                         answer_contains=[fmt(v) for r in records for v in r.values()],
                         sql=[SqlExpect(contains=[fmt(v) for v in r.values()], same_row=True) for r in records])

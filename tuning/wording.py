@@ -186,6 +186,11 @@ KEEP_THOSE = (      # the records of an earlier message, now to be kept
     "Write the {things} from my previous message into a table I can query.",
     "keep those {things} for me, exact figures and all",
     "Please track the {things} I just described, each as its own row.",
+    "Put those {count} {things}, {field} included, in a table for later.",
+    "keep those {count} with their {field}, exactly as I said them",
+    "Those {count} entries and their {field}: store them, I will be asking about them.",
+    "Save the {count} {things} above, including the {field} of each, as rows.",
+    "Right, now make a record of the {count} {things} and each one's {field}.",
 )
 FROM_CONVERSATION = (
     "Remind me, what {field} did I give for {key}?",
@@ -446,6 +451,13 @@ IRRELEVANT = {
                 "{a} hours is how many minutes?", "How many minutes make {a} hours?"),
 }
 WORDS = ("harbour", "lantern", "meadow", "circuit", "granite", "velvet", "orchard", "compass", "thimble")
+
+
+NUMBERS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve")
+
+
+def count_words(n: int) -> str:
+    return NUMBERS[n] if n < len(NUMBERS) else str(n)
 
 
 def typo(rng: random.Random, template: str) -> str:
