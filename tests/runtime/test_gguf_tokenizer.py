@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jinja2
 import pytest
 from gguf import GGUFWriter
 from transformers import AutoTokenizer
@@ -21,6 +22,7 @@ from dev.synthetic import CHATML_TEMPLATE, SPECIALS, bpe_vocab
 from runtime import catalog, gguf_tokenizer
 from runtime.gguf import read_gguf
 from runtime.tokenizer import Tokenizer, compact_merges, snapshot
+from tests.runtime.test_tokenizer import CONVERSATIONS, TOOLS, without_none
 
 TEXTS = ["", "Hello world, hello there!", "  leading and   runs of spaces\n\n\ttabs  \n \n", "a\r\nb\rc",
          "<|im_start|>user\nhi<|im_end|><|endoftext|>", "<|im_start|><|im_start|>x<|im_end|>y",
@@ -145,13 +147,13 @@ def test_what_it_does_not_replay_goes_through_transformers(tmp_path, shape):
 
 
 @pytest.mark.slow
-def test_the_default_model_equals_transformers(tmp_path):
-    """The real default model (Qwen2.5-Coder, 150k tokens): the same JSON, chat settings, ids
-    and text as transformers' conversion of the same file."""
-    home = Path(os.environ.get("SAMEVM_HOME", ".samevm"))
-    path = catalog.installed_path(catalog.DEFAULT_MODEL, home)
+@pytest.mark.parametrize("name", list(catalog.KNOWN_MODELS))
+def test_catalog_models_equal_transformers(tmp_path, name):
+    """The real models (Qwen2.5-Coder: 150k tokens): the same JSON, chat settings, ids, text and
+    rendered chats as transformers' conversion of the same file."""
+    path = catalog.installed_path(name, Path(os.environ.get("SAMEVM_HOME", ".samevm")))
     if path is None:
-        pytest.skip("the default model is not installed")
+        pytest.skip(f"{name} is not installed")
     metadata = read_gguf(path).metadata
     built = gguf_tokenizer.build(metadata)
     ref = reference(path)
@@ -160,9 +162,19 @@ def test_the_default_model_equals_transformers(tmp_path):
     assert want_json == compact_merges(json.loads(want_json))
     ours = Tokenizer(path, tmp_path, metadata=metadata)
     assert ours._hf is None
-    chat = ours.render_chat([{"role": "user", "content": TEXTS[9]}], tools=[{"type": "function", "function": {
-        "name": "f", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}}])
-    for text in [*TEXTS, chat, "".join(TEXTS)]:
+    chats = []
+    for messages in CONVERSATIONS:
+        for tools in (None, TOOLS):
+            try:
+                want = ref.apply_chat_template(without_none(messages), tools=tools, tokenize=False,
+                                               add_generation_prompt=True)
+            except jinja2.TemplateError as e:     # SmolLM2's template wants content on every message
+                with pytest.raises(type(e)):
+                    ours.render_chat(messages, tools)
+                continue
+            chats.append(ours.render_chat(messages, tools))
+            assert chats[-1] == want
+    for text in [*TEXTS, *chats, "".join(TEXTS)]:
         ids = ours.encode(text)
         assert ids == ref.encode(text, add_special_tokens=False), text
         assert ours.decode(ids, False) == ref.decode(ids, skip_special_tokens=False)
