@@ -55,12 +55,54 @@ def byte_alphabet() -> list[str]:
     return [chr(b) if b in printable else chr(next(shifted)) for b in range(256)]
 
 
-def _added(token_id: int, content: str, special: bool) -> dict:
-    return {"id": token_id, "content": content, "single_word": False, "lstrip": False, "rstrip": False,
-            "normalized": False, "special": special}
+def _vocabulary(tokens: list[str]) -> tuple[dict[str, int], bool]:
+    """token -> id as byte_level_tokenizer builds it, and whether a spelling repeats (the last
+    id wins; the dict then goes in id order, as `tokenizers` writes it)."""
+    letters = byte_alphabet()
+    alphabet = frozenset(letters)
+    vocab = {t if alphabet.issuperset(t) else "".join(letters[b] for b in t.encode()): i
+             for i, t in enumerate(tokens)}
+    if len(vocab) == len(tokens):
+        return vocab, False
+    return dict(sorted(vocab.items(), key=lambda kv: kv[1])), True
 
 
-def _template(bos: tuple[str, int] | None, eos: tuple[str, int] | None) -> dict:
+def _added_tokens(tokens: list[str], types: list[int], vocab: dict[str, int], named: list[str],
+                  duplicates: bool) -> dict[str, dict] | None:
+    """content -> added-token entry, in the order transformers adds them; None where one needs a
+    new id that a vocabulary with repeated spellings makes ambiguous."""
+    alphabet = frozenset(byte_alphabet())
+    added: dict[str, dict] = {}
+
+    def add(content: str, special: bool) -> bool:
+        if content in added:
+            return True
+        token_id = vocab.get(content)
+        if token_id is None:
+            if duplicates:          # `tokenizers` counts the next id from a vocabulary with holes
+                return False
+            token_id = max([len(vocab) - 1, *(a["id"] for a in added.values())]) + 1
+        added[content] = {"id": token_id, "content": content, "single_word": False, "lstrip": False,
+                          "rstrip": False, "normalized": False, "special": special}
+        return True
+
+    steps = [(ENDOFTEXT, True), *((t, True) for t, k in zip(tokens, types) if k == CONTROL and alphabet.issuperset(t))]
+    ok = all(add(content, special) for content, special in steps)
+    user_defined = [t for t, k in zip(tokens, types) if k == USER_DEFINED and (t in vocab or t in added)]
+    ok = ok and all(add(t, False) for t in user_defined) and all(add(t, True) for t in named)
+    return added if ok else None
+
+
+def _pre_tokenizer(pre: str) -> dict:
+    split = SPLITS[pre]
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": split is None}
+    if split is None:
+        return byte_level
+    return {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": split}, "behavior": "Isolated", "invert": False}, byte_level]}
+
+
+def _post_processor(bos: tuple[str, int] | None, eos: tuple[str, int] | None) -> dict:
     """transformers' update_post_processor: `[bos] $A [eos]`, pairs `[bos] $A [eos] [bos] $B [eos]`."""
     def seq(part: str, type_id: int) -> list[dict]:
         out = [{"SpecialToken": {"id": bos[0], "type_id": type_id}}] if bos else []
@@ -75,72 +117,45 @@ def build(metadata: Metadata) -> tuple[str, dict] | None:
     """(backend JSON, chat settings) as runtime.tokenizer.snapshot() gives them for
     transformers' conversion of this file, or None where this module does not replay it."""
     if (metadata.get("tokenizer.ggml.model") != "gpt2" or metadata.get("general.architecture") not in ARCHITECTURES
-            or metadata.get("tokenizer.ggml.pre") not in SPLITS):
-        return None
-    raw_tokens, raw_merges = metadata.get("tokenizer.ggml.tokens"), metadata.get("tokenizer.ggml.merges")
-    if not isinstance(raw_tokens, StringArray) or not isinstance(raw_merges, StringArray):
+            or metadata.get("tokenizer.ggml.pre") not in SPLITS
+            or not isinstance(metadata.get("tokenizer.ggml.tokens"), StringArray)
+            or not isinstance(metadata.get("tokenizer.ggml.merges"), StringArray)):
         return None
     tokens = metadata.strings("tokenizer.ggml.tokens")
     merges = metadata.strings("tokenizer.ggml.merges")
     if any(m.count(" ") != 1 for m in merges):       # transformers splits on the space: pairs only
         return None
     types = metadata.get("tokenizer.ggml.token_type")
-    types = [] if types is None else types.tolist()
-
-    letters = byte_alphabet()
-    alphabet = frozenset(letters)
-    vocab = {t if alphabet.issuperset(t) else "".join(letters[b] for b in t.encode()): i
-             for i, t in enumerate(tokens)}
-    duplicates = len(vocab) != len(tokens)
-    if duplicates:
-        vocab = dict(sorted(vocab.items(), key=lambda kv: kv[1]))
-
-    added: dict[str, dict] = {}
-
-    def add(content: str, special: bool) -> bool:
-        if content in added:
-            return True
-        token_id = vocab.get(content)
-        if token_id is None:
-            if duplicates:          # tokenizers' next id would count a vocabulary with holes
-                return False
-            token_id = max([len(vocab) - 1, *(a["id"] for a in added.values())]) + 1
-        added[content] = _added(token_id, content, special)
-        return True
+    vocab, duplicates = _vocabulary(tokens)
 
     def token_at(key: str) -> str | None:
-        i = metadata.get(key)
+        i = metadata.get(f"tokenizer.ggml.{key}")
         return tokens[i] if isinstance(i, int) and 0 <= i < len(tokens) else None
 
-    named = {name: token_at(f"tokenizer.ggml.{key}") for name, key in (
-        ("bos_token", "bos_token_id"), ("eos_token", "eos_token_id"),
-        ("unk_token", "unknown_token_id"), ("pad_token", "padding_token_id"))}
-    control = [t for t, k in zip(tokens, types) if k == CONTROL and alphabet.issuperset(t)]
-    steps = [(ENDOFTEXT, True), *((t, True) for t in control),
-             *((t, False) for t, k in zip(tokens, types) if k == USER_DEFINED and (t in vocab or t in added)),
-             *((t, True) for t in named.values() if t is not None)]
-    if not all(add(content, special) for content, special in steps):
+    named = {"bos_token": token_at("bos_token_id"), "eos_token": token_at("eos_token_id"),
+             "unk_token": token_at("unknown_token_id"), "pad_token": token_at("padding_token_id")}
+    named = {k: v for k, v in named.items() if v is not None}
+    added = _added_tokens(tokens, [] if types is None else types.tolist(), vocab, list(named.values()), duplicates)
+    if added is None:
         return None
 
-    def ids(token: str | None) -> int | None:
-        return None if token is None else added[token]["id"] if token in added else vocab.get(token)
+    def wanted(name: str, flag: str) -> tuple[str, int] | None:
+        token = named.get(name)
+        if token is None or not metadata.get(f"tokenizer.ggml.{flag}"):
+            return None
+        return token, added[token]["id"]          # every named token is an added one
 
-    bos = (named["bos_token"], ids(named["bos_token"])) if metadata.get("tokenizer.ggml.add_bos_token") and named["bos_token"] else None
-    eos = (named["eos_token"], ids(named["eos_token"])) if metadata.get("tokenizer.ggml.add_eos_token") and named["eos_token"] else None
-    split = SPLITS[metadata.get("tokenizer.ggml.pre")]
-    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": split is None}
-    pre = byte_level if split is None else {"type": "Sequence", "pretokenizers": [
-        {"type": "Split", "pattern": {"Regex": split}, "behavior": "Isolated", "invert": False}, byte_level]}
     data = {
         "version": "1.0", "truncation": None, "padding": None,
         "added_tokens": sorted(added.values(), key=lambda a: a["id"]),
-        "normalizer": None, "pre_tokenizer": pre, "post_processor": _template(bos, eos),
+        "normalizer": None, "pre_tokenizer": _pre_tokenizer(metadata.get("tokenizer.ggml.pre")),
+        "post_processor": _post_processor(wanted("bos_token", "add_bos_token"), wanted("eos_token", "add_eos_token")),
         "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
         "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
                   "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
                   "vocab": vocab, "merges": merges},
     }
-    chat = {"template": metadata.get("tokenizer.chat_template"),
-            "special_tokens": {k: v for k, v in named.items() if v is not None},
-            "eos_token_id": ids(named["eos_token"])}
+    eos = named.get("eos_token")
+    chat = {"template": metadata.get("tokenizer.chat_template"), "special_tokens": named,
+            "eos_token_id": None if eos is None else added[eos]["id"]}
     return json.dumps(data, ensure_ascii=False, separators=(",", ":")), chat

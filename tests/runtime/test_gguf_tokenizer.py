@@ -84,6 +84,7 @@ VARIANTS = {
                                    ids={"unk": "<|im_start|>", "pad": "<|im_end|>"}),
     "smollm-gpt2-split": dict(arch="llama", pre="smollm", extra=EXTRA),
     "a-plain-token-as-eos": dict(ids={"eos": "Ġthe", "bos": None}),
+    "a-repeated-spelling": dict(extra=(("a", 1), ("<|im_end|>", 3))),     # the last id wins
 }
 
 
@@ -136,8 +137,9 @@ print(json.dumps({{"ids": t.encode("<think>Hello</think> world<|im_end|>"),
     assert (tmp_path / "cache").is_dir() and Tokenizer(path, tmp_path / "cache")._hf is None
 
 
-@pytest.mark.parametrize("shape", [dict(pre="tekken"), dict(pre="no-such-splitting"), dict(arch="qwen2moe")],
-                         ids=["tekken", "unknown-pre", "other-arch"])
+@pytest.mark.parametrize("shape", [dict(pre="tekken"), dict(pre="no-such-splitting"), dict(arch="qwen2moe"),
+                                   dict(endoftext=False, extra=(("a", 1),))],
+                         ids=["tekken", "unknown-pre", "other-arch", "a-repeated-spelling-and-a-new-id"])
 def test_what_it_does_not_replay_goes_through_transformers(tmp_path, shape):
     path = write(tmp_path / "tok.gguf", **shape)
     assert gguf_tokenizer.build(read_gguf(path).metadata) is None
