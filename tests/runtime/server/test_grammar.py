@@ -12,6 +12,7 @@ import jsonschema
 import numpy as np
 import pytest
 
+from runtime import catalog
 from runtime.server import grammar, grammar_tokens
 from runtime.server.toolcalls import parse
 from runtime.server.tool_schemas import ToolSet
@@ -266,3 +267,30 @@ def test_text_cannot_hide_a_call_or_a_result_behind_a_character(factory, source)
         assert not _admits(tok, make(), hidden), hidden
     for plain in ["It is 12 degrees in Oslo.", "Use {city} in the template, then call it again."]:
         assert _admits(tok, make(), plain), plain
+
+
+
+@pytest.mark.slow
+def test_a_call_may_spell_its_tags_as_text_where_the_tokenizer_has_tag_tokens(tokenizer_cache):
+    # a model tuned where the tokenizer split "<tool_call>" into text writes "<" first; the
+    # grammar must take that form as well as the tag tokens, or the model is left to choose
+    # among tokens it hardly wanted (the tuned 0.5B then answered every turn in text)
+    path = catalog.installed_path(catalog.DEFAULT_MODEL, Path(os.environ.get("SAMEVM_HOME", ".samevm")).resolve())
+    if path is None:
+        pytest.skip("the default model is not installed (samevm models fetch)")
+    tok = Tokenizer(path, tokenizer_cache)
+    f = grammar.GrammarFactory(tok, len(tok), {tok.encode("<|im_end|>")[0]})
+    assert f.call_tags == grammar.TOKEN_TAGS
+    tools = ToolSet.from_request([{"type": "function", "function": {"name": "clock", "parameters": CLOCK}}])
+    body = '\n{"name": "clock", "arguments": {}}\n'
+    # opened in text; llguidance closes a quoted tag with the tag token where the tokenizer has one
+    as_text = tok.encode("<tool") + tok.encode("_call>" + body) + tok.encode("</tool_call>")
+    as_tokens = tok.encode("<tool_call>" + body + "</tool_call>")
+    assert as_tokens[0] not in as_text
+    for make in (grammar.call_or_text_grammar, grammar.tool_calls_grammar):
+        for ids in (as_text, as_tokens):
+            constraint = f.constraint(make(tools.schemas, False, f.call_tags))
+            for token in ids:
+                assert token in allowed_ids(constraint.allowed(), len(tok)), (make.__name__, tok.decode(ids))
+                constraint.advance(token)
+    assert parse(tok.decode(as_text), tools.names, tools.validate).calls
