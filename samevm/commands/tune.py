@@ -31,7 +31,8 @@ def register(sub) -> None:
     p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--max-length", type=int, default=4096, help="longer steps (prompt + reply tokens) are dropped")
     p.add_argument("--seed", type=int, default=0, help="data generation and training seed")
-    p.add_argument("--suites", nargs="*", help="held-out suites (default: the whole library; none: no evaluation)")
+    p.add_argument("--suites", nargs="*", help="held-out suites (default: the whole library; `--suites` alone "
+                   "or `--suites none`: no evaluation)")
     p.add_argument("--seeds", type=int, default=10, help="seeds per held-out suite")
     p.add_argument("--parallel", type=int, default=5, help="seeds at once in the evaluation")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto", help="where training runs")
@@ -76,7 +77,7 @@ def run(args, settings) -> int:
     from training.params import OrpoParams, SftParams
 
     check_installed(args.skip_orpo)
-    suites = names() if args.suites is None else args.suites
+    suites = names() if args.suites is None else [] if args.suites == ["none"] else args.suites
     unknown = set(suites) - set(names())
     if unknown:
         raise ValueError(f"unknown suites {sorted(unknown)}; known: {', '.join(names())}")

@@ -48,8 +48,9 @@ def test_tune_trains_and_writes_the_report(tiny_gguf, tmp_path):
     assert report["eval"] == {}
 
     # --resume goes on from what OUT holds: here everything, so nothing is trained again
+    # (`--suites none` is `--suites` alone, as its help says)
     weights = (out / "adapter" / WEIGHTS).stat().st_mtime_ns
-    assert main(["--home", str(tmp_path / "home"), "tune", "--model", base, "--suites", "--out", str(out),
+    assert main(["--home", str(tmp_path / "home"), "tune", "--model", base, "--suites", "none", "--out", str(out),
                  "--resume", *TINY]) == 0
     assert (out / "adapter" / WEIGHTS).stat().st_mtime_ns == weights
     assert json.loads((out / "report.json").read_text())["sft"] == report["sft"]
