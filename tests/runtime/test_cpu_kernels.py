@@ -8,6 +8,7 @@ extension is missing.
 from __future__ import annotations
 
 import logging
+import threading
 from types import SimpleNamespace
 
 import numpy as np
@@ -81,6 +82,30 @@ def test_prefill_sized_batches_match_the_reference(qtype, level):
     err = np.abs(y - expect).max() / np.abs(expect).max()
     assert err < 0.02, f"{qtype.name}: relative error {err:.4f}"
     np.testing.assert_array_equal(w.matmul(x[3:22]), y[3:22])
+
+
+def test_two_threads_calling_the_kernels_get_their_own_products():
+    # the library keeps the last quantized activations in a global: two engines in one process
+    # (a reload beside the live one) read each other's, or freed memory, without the lock
+    rng = np.random.default_rng(2)
+    raw, _ = random_blocks(Q.Q8_0, 96, 512, rng)
+    w = as_weight([(Q.Q8_0, raw, 512)])
+    xs = [rng.standard_normal((t, 512)).astype(np.float32) for t in (1, 7, 33, 130)]
+    expect = [w.matmul(x) for x in xs]
+    wrong = []
+
+    def hammer(order):
+        for _ in range(60):
+            for i in order:
+                if not np.array_equal(w.matmul(xs[i]), expect[i]):
+                    wrong.append(i)
+
+    threads = [threading.Thread(target=hammer, args=(o,)) for o in ((0, 1, 2, 3), (3, 2, 1, 0), (2, 0, 3, 1))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not wrong
 
 
 def test_parts_of_different_types_fill_their_columns():

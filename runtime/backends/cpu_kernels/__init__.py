@@ -11,8 +11,10 @@ weights at load instead.
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,9 +76,22 @@ class DecodeStep(ctypes.Structure):
                 ("ctx", c_ptr), ("ctx_start", c_ptr), ("cos", c_ptr), ("sin", c_ptr)]
 
 
+def _serial(method):
+    """One caller at a time: the library keeps the quantized activations of sv_quantize for the
+    sv_matmul calls after it, and one thread pool, in globals; ctypes lets go of the GIL, so two
+    engines in one process (a reload warming up beside the live one, tests one after another)
+    could free each other's buffers (a segfault in CI)."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with self.lock:
+            return method(self, *args, **kwargs)
+    return wrapper
+
+
 class Kernels:
     def __init__(self, lib: ctypes.CDLL, threads: int):
         self.lib = lib
+        self.lock = threading.RLock()
         p, i, L = ctypes.c_void_p, ctypes.c_int, ctypes.c_long
         lib.sv_init.argtypes, lib.sv_init.restype = [i], i
         lib.sv_quantize.argtypes, lib.sv_quantize.restype = [p, i, i], i
@@ -93,6 +108,7 @@ class Kernels:
         self.level = LEVELS[self.best]
         self.threads = lib.sv_threads()
 
+    @_serial
     def use_level(self, level: int) -> int:
         """Run on instruction set `level` (0 portable, 1 AVX2, 2 AVX512-VNNI) or the best below it."""
         got = self.lib.sv_set_level(min(level, self.best))
@@ -106,6 +122,7 @@ class Kernels:
         """GGUF tensors [out_i, in] (all supported) -> one weight, no copy of the blocks."""
         return BlockWeight([BlockPart(Q(t.qtype), np.ascontiguousarray(t.data), t.shape[1]) for t in parts], self)
 
+    @_serial
     def matmul(self, x: np.ndarray, w: BlockWeight) -> np.ndarray:
         """x [T, in] float -> [T, out] float32."""
         x = _f32(x)
@@ -123,6 +140,7 @@ class Kernels:
             col += p.rows
         return y
 
+    @_serial
     def rms_norm(self, x: np.ndarray, weight: np.ndarray, eps: float,
                  residual: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """(normed, x + residual) of float32 rows [T, K], as CPUOps.rms_norm."""
@@ -134,6 +152,7 @@ class Kernels:
                             _f32(weight).ctypes.data, eps, T, K, total.ctypes.data, out.ctypes.data)
         return out, total
 
+    @_serial
     def attention_decode(self, qkv: np.ndarray, k: np.ndarray, v: np.ndarray, slots: np.ndarray,
                          positions: np.ndarray, cos: np.ndarray, sin: np.ndarray, interleaved: bool,
                          ctx: np.ndarray, ctx_start: np.ndarray, n_heads: int, n_kv_heads: int,
@@ -152,6 +171,7 @@ class Kernels:
             raise MemoryError("no memory for the attention scores")
         return out
 
+    @_serial
     def attention_prefill(self, q: np.ndarray, keys: np.ndarray, values: np.ndarray, scale: float) -> np.ndarray:
         """Causal attention of one sequence, its heads over the pool: q [n_q, Hq, D] (roped) are
         the last n_q of the n_ctx positions of keys / values [n_ctx, Hkv, D] -> [n_q, Hq, D]."""
@@ -177,12 +197,14 @@ class Kernels:
         return DecodeLayer(ptr(attn_norm), ptr(qkv_bias), ptr(ffn_norm), weight(qkv), weight(o), weight(gate_up),
                            weight(down), ptr(k), ptr(v))
 
+    @_serial
     def run_layer(self, layer: DecodeLayer, step: DecodeStep, x: np.ndarray, residual: np.ndarray) -> None:
         """x, residual [S, H] float32 through one decoder layer, in place (layer.c)."""
         assert x.flags.c_contiguous and residual.flags.c_contiguous
         if self.lib.sv_decode_layer(ctypes.byref(layer), ctypes.byref(step), x.ctypes.data, residual.ctypes.data):
             raise MemoryError("no memory for a decode layer's activations")
 
+    @_serial
     def pool_totals(self) -> dict:
         """Tiles the pool ran since start, how many its workers finished, and the products the
         caller ran alone because they helped too little (a loaded machine)."""
@@ -190,6 +212,7 @@ class Kernels:
         self.lib.sv_pool_totals(out)
         return {"tiles": out[0], "by_workers": out[1], "jobs_alone": out[2]}
 
+    @_serial
     def dequantize(self, qtype: Q, raw: np.ndarray, cols: int) -> np.ndarray:
         """Raw rows [n, bytes] -> float32 [n, cols]: the blocks as the kernels read them."""
         raw = np.ascontiguousarray(raw)
