@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 from runtime.catalog import ADAPTERS
-from training.adapter import CONFIG, WEIGHTS, sha256
+from runtime.lora import weights_sha256
+from training.adapter import CONFIG, WEIGHTS
 
 
 def ship(adapter: Path, target: Path, base: str) -> str:
@@ -26,7 +27,7 @@ def ship(adapter: Path, target: Path, base: str) -> str:
     target.mkdir(parents=True, exist_ok=True)
     save_file(tensors, str(target / WEIGHTS), metadata={"format": "pt"})
     (target / CONFIG).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-    return sha256(target / WEIGHTS)
+    return weights_sha256(target)
 
 
 def main(argv=None) -> int:

@@ -156,7 +156,8 @@ def build(index: int, seed: int, schemas: list[dict], domains: tuple = DOMAINS) 
     rng = random.Random(f"{seed}:{index}")
     domain = rng.choice(domains)
     workflow = rng.choices(list(FLOWS), [w for w, _ in FLOWS.values()])[0]
-    b = Builder(rng, domain, runtime_card=card(f"{seed}-{index}"))
+    task_id = f"{seed}-{index}"
+    b = Builder(rng, domain, runtime_card=card(task_id))
     turns = FLOWS[workflow][1](b)
     fault_rate = 0.5 if workflow == "recovery" else 0.06
     for i, turn in enumerate(turns):
@@ -165,4 +166,4 @@ def build(index: int, seed: int, schemas: list[dict], domains: tuple = DOMAINS) 
     offer = Offer(rng, schemas, set().union(*(t.needs for t in turns)))
     for t in turns:
         t.tools = offer.tools(t.needs)
-    return Task(f"{seed}-{index}", domain.name, workflow, turns, system_prompt(rng), f"g{seed}x{index}")
+    return Task(task_id, domain.name, workflow, turns, system_prompt(rng), f"g{seed}x{index}")

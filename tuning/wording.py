@@ -319,14 +319,6 @@ RECALL_PREF = (
     "Which preference did I ask you to remember?",
     "Any notes on what I prefer? Search your memory.",
 )
-RECALL_WHERE = (
-    "Where did you keep my {things}? Look at your memory notes.",
-    "New day. Check your notes: which database did you use for the {things}?",
-    "Where are my {things} stored? Check your memory.",
-    "which table did the {things} go into? look at your notes",
-    "Remind me where you put the {things} -- search your memory.",
-    "Do you have a note of where the {things} are kept?",
-)
 NOTE_IN_MESSAGE = (
     'My note says: "{fact}" Going by that note, {question}',
     'From my own notes: "{fact}" -- so {question}',

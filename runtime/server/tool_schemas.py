@@ -28,12 +28,14 @@ class ToolSchemaError(ValueError):
 
 
 @functools.lru_cache(maxsize=1024)
-def _check(canonical: str) -> None:
-    """The meta-schema check of one parameters schema, given as canonical JSON. An agent sends
-    the same few schemas with every step, and checking them again was 78% of rendering a
-    training step (a failed check raises, and is not remembered)."""
+def _check(canonical: str) -> type:
+    """The validator class of one parameters schema (given as canonical JSON), after the
+    meta-schema check. An agent sends the same few schemas with every step, and checking them
+    again was 78% of rendering a training step (a failed check raises, and is not remembered)."""
     schema = json.loads(canonical)
-    jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator).check_schema(schema)
+    kind = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    kind.check_schema(schema)
+    return kind
 
 
 @dataclass(slots=True)
@@ -62,9 +64,8 @@ class ToolSet:
             if schema.get("type", "object") != "object":
                 raise ToolSchemaError(f"parameters of {name!r} must describe a JSON object",
                                       f"{where}.parameters")
-            kind = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
             try:
-                _check(json.dumps(schema, sort_keys=True))
+                kind = _check(json.dumps(schema, sort_keys=True))
             except SchemaError as e:
                 raise ToolSchemaError(f"parameters of {name!r} are not a valid JSON schema: {e.message}",
                                       f"{where}.parameters") from e

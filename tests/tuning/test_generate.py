@@ -15,7 +15,7 @@ from tools.toolsets import build_registry
 from tuning.generate import generate
 from tuning.play import play
 from tuning.plan import Step
-from tuning.runtime_stub import runtime_stub
+from tuning.runtime_stub import card, runtime_stub
 from tuning.tasks import build
 
 SEED, TASKS = 11, 16
@@ -113,9 +113,6 @@ def test_spoiled_gold_work_fails_the_store_checks(shared, kind):
 def test_a_status_turn_quotes_the_card_its_runtime_reports(shared, worker_url):
     # runtime_status reads the stub runtime under the task's own path; the plan's answer quotes
     # that card, and the answer check fails when the task reads another task's card
-    from tools.context import ToolContext
-    from tools.toolsets import build_registry
-    from tuning.runtime_stub import card, runtime_stub
     registry, probe = shared
     task, turn = _task_with("status", registry.openai_tools())
     assert card(task.id)["id"] in " ".join(turn.expect.answer_contains)
