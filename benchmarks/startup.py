@@ -218,7 +218,7 @@ def main() -> None:
     from benchmarks.agent_suite import device_name, free_port
     from benchmarks.provenance import commit
     from runtime import catalog
-    model = catalog.resolve(args.model or catalog.default_model(args.backend), args.home).resolve()
+    model = catalog.resolve(args.model or catalog.DEFAULT_MODEL, args.home).resolve()
     trees = dict(t.split("=", 1) for t in args.tree) if args.tree else {commit(): str(ROOT)}
     trees = {label: Path(d).resolve() for label, d in trees.items()}
     modes = args.modes.split(",")
