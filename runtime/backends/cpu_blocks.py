@@ -52,7 +52,7 @@ class BlockOps:
     def __init__(self, kernels: Kernels):
         self.kernels = kernels
         self.weights = f"int8 on GGUF blocks ({kernels.level})"    # for logs and status
-        self._decode_layers: tuple[tuple[int, int], list | None] | None = None  # ((model, cache) ids, layers)
+        self._decode_layers: tuple[tuple, list | None] | None = None  # ((model, cache), layers)
 
     # ---- weights -------------------------------------------------------------------
     def linear_weight(self, parts: list[GGUFTensor]) -> BlockWeight | np.ndarray:
@@ -115,8 +115,10 @@ class BlockOps:
 
     def _fused_layers(self, model, kv: np.ndarray) -> list | None:
         """The model's layers as layer.c structs, or None where a layer needs the op-by-op path."""
-        key = (id(model), kv.ctypes.data)
-        if self._decode_layers is None or self._decode_layers[0] != key:
+        # the structs hold raw pointers into the model's arrays and the cache: the key holds the
+        # objects themselves, so a freed model's id or a reused cache address can never match
+        key = (model, kv)
+        if self._decode_layers is None or any(a is not b for a, b in zip(self._decode_layers[0], key)):
             # layer.c has no LoRA product and no q/k norm: such a layer stays op by op
             ok = all(L.attn.q_norm is None and not any(f is not None for f in L.lora.values())
                      and all(isinstance(w, BlockWeight) and len(w.parts) <= 3 for w in (L.qkv, L.o_proj, L.gate_up, L.down))
