@@ -15,6 +15,7 @@ from tuning import wording as W
 from tuning.domains import Domain
 from tuning.plan import Step, TurnPlan
 from tuning.records import Table
+from tuning.schema import variant
 from tuning.sql_turns import SqlTurns
 from tuning.store_turns import StoreTurns
 
@@ -25,10 +26,10 @@ WHERE_STYLES = ("the {table} table of the SQLite database {db}", "table {table} 
 
 class Builder(SqlTurns, StoreTurns):
     def __init__(self, rng: random.Random, domain: Domain, runtime_card: dict | None = None):
-        self.rng, self.d = rng, domain
+        self.rng, self.d = rng, variant(rng, domain)
         self.runtime_card = runtime_card      # what runtime_status reports to this task (runtime_stub.py)
         self.where_style = rng.choice(WHERE_STYLES)
-        self.table = Table.choose(rng, domain)
+        self.table = Table.choose(rng, self.d)
         self.filed: list[tuple[str, str, str, str]] = []     # (source, passage, question, key)
         self.passages_used: set = set()                          # the domain's Backgrounds drawn so far
         self.prefs: list[str] = []
@@ -41,6 +42,10 @@ class Builder(SqlTurns, StoreTurns):
     # -- helpers ----------------------------------------------------------------------------
     def pick(self, templates, **slots) -> str:
         return W.pick(self.rng, templates, things=self.d.things, **slots)
+
+    def greeting_fits(self, templates) -> list[str]:
+        """The wordings that greet the assistant "again" only where a new session begins."""
+        return list(templates) if self.new_session else [t for t in templates if "again" not in t.lower()]
 
     def turn(self, user: str, steps: list[Step], kind: str, expect: Expect | None = None,
              keys: list[str] | None = None) -> TurnPlan:

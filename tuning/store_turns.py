@@ -238,7 +238,7 @@ class StoreTurns:
                     f'From the knowledge base ("{source}"): {found or "nothing found."}')
         want = [fmt(row[f.name]), bkey]
         expect = Expect(called=["sql_query", "rag_search"], not_called=WRITES, answer_contains=want)
-        user = self.pick(W.RECALL_BOTH, field=f.words, key=key, question=question,
+        user = self.pick(self.greeting_fits(W.RECALL_BOTH), field=f.words, key=key, question=question,
                          question_lc=question[:1].lower() + question[1:])
         return self.turn(user, steps + [Step(answer=answer)], "recall_both", expect, want)
 
@@ -268,6 +268,6 @@ class StoreTurns:
         want = [fmt(row[f.name]), bkey, pref]
         expect = Expect(called=["sql_query", "rag_search"], called_any=[["memory_search", "memory_read"]],
                         not_called=WRITES, answer_contains=want)
-        user = self.pick(W.RECALL_ALL, field=f.words, key=key, question=question)
+        user = self.pick(self.greeting_fits(W.RECALL_ALL), field=f.words, key=key, question=question)
         return self.turn(user, steps + [Step(answer=answer)], "recall_all", expect, want)
 

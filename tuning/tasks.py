@@ -27,14 +27,14 @@ def records(b: Builder) -> list[TurnPlan]:
 
 def persistence(b: Builder) -> list[TurnPlan]:
     turns = [b.keep(b.rng.randint(2, 3)), b.file(), b.note(where=True), b.note(where=False)]
-    b.session_break()
+    later(b)
     turns.append(b.rng.choice([b.recall_all, b.recall_both])())
     return turns + ([b.search()] if b.rng.random() < 0.4 else [])
 
 
 def intake(b: Builder) -> list[TurnPlan]:
     """Records told first and kept on a later request, background filed, a note of where
-    everything is, and in a new session a question that needs the table and the text."""
+    everything is, and later (a new session or the same one) a question that needs the table and the text."""
     rng = b.rng
     turns = [b.small_talk(intent=True)] if rng.random() < 0.4 else []
     turns += [b.mention(rng.randint(2, 4)), b.keep_those()]
@@ -43,8 +43,15 @@ def intake(b: Builder) -> list[TurnPlan]:
     turns += [b.file(), b.note(where=True)]
     if rng.random() < 0.3:
         turns.append(b.small_talk(closing=True))
-    b.session_break()
+    later(b)
     return turns + [b.recall_both()]
+
+
+def later(b: Builder) -> None:
+    """The recall that ends a workflow comes in a new session (the names found again through the
+    memory note) or in the same one (the names are in the conversation: query at once)."""
+    if b.rng.random() < 0.5:
+        b.session_break()
 
 
 def all_in_one(b: Builder) -> list[TurnPlan]:

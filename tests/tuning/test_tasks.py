@@ -120,3 +120,38 @@ def test_a_domain_whose_values_sit_in_its_things_is_refused():
     with pytest.raises(ValueError, match="to watch"):
         _domain(raw)
     _domain({**raw, "things": "films on my list"})
+
+
+def creates(task) -> list[str]:
+    return [a["sql"] for t in task.turns for s in t.steps for name, a in s.calls
+            if name == "sql_exec" and a["sql"].startswith("CREATE")]
+
+
+def test_one_domain_is_kept_under_many_schemas_and_only_what_the_user_said_is_stored(plans):
+    # a single schema per domain is what the tuned model memorised and recalled on new subjects
+    _, tasks = plans
+    by_domain: dict[str, set] = {}
+    for task in tasks:
+        for sql in creates(task):
+            by_domain.setdefault(task.domain, set()).add(sql[sql.index("(", sql.index(" IF NOT EXISTS ")):])
+    assert sum(len(s) >= 3 for s in by_domain.values()) >= 10
+    fewer = 0
+    for task in tasks:
+        for t in task.turns:
+            if t.kind in ("keep", "add"):
+                values = [v for sql in t.expect.sql for v in sql.contains]
+                assert all(v in t.user for v in values), (task.id, t.user, values)
+                fewer += any(len(sql.contains) < 4 for sql in t.expect.sql)
+    assert fewer > 20
+
+
+def test_the_closing_recall_comes_in_the_same_session_or_a_new_one(plans):
+    # in the same session the names are in the conversation: the query goes out at once
+    _, tasks = plans
+    recalls = [t for task in tasks if task.workflow in ("persistence", "intake") for t in task.turns[-2:]
+               if t.kind in ("recall_both", "recall_all")]
+    first = [t.steps[0].calls[0][0] for t in recalls]
+    assert first.count("memory_search") > 5
+    same = [t for t in recalls if not t.new_session]
+    assert len(same) > 5 and all(t.steps[0].calls[0][0] != "memory_search" for t in same if t.kind == "recall_both")
+    assert not any("again" in t.user.lower() for t in same)
