@@ -148,15 +148,21 @@ QWEN3_1_7B = Shape(hidden=2048, ffn=6144, layers=28, heads=16, kv_heads=8, head_
 
 def write_random_gguf(path: str | Path, arch: str = "qwen3", shape: Shape = Shape(), qtype: Q = Q.F32,
                       embed_qtype: Q | None = None, tied: bool = False, seed: int = 0,
-                      scale: float = 0.3, favour: str | None = None) -> Path:
+                      scale: float = 0.3, favour: str | None = None, call_tags: str | None = None) -> Path:
     """Write a random model; matrices in `qtype`, the embedding table in `embed_qtype`.
     `favour` names a token the model then emits almost always (a worst case for constraints):
-    every embedding shares one direction, which the token's output row reads."""
+    every embedding shares one direction, which the token's output row reads. `call_tags`:
+    "trained" or "untrained" adds <tool_call> and </tool_call> as tokens of their own, the
+    latter with the last token's output row (as Qwen2.5-Coder's GGUFs leave them)."""
     rng = np.random.default_rng(seed)
     path = Path(path)
     tokens, merges = bpe_vocab(shape.num_merges)
-    tokens += SPECIALS
-    types = [TokenType.NORMAL] * (len(tokens) - len(SPECIALS)) + [TokenType.CONTROL] * len(SPECIALS)
+    tags = ["<tool_call>", "</tool_call>"] if call_tags else []
+    tokens += SPECIALS + tags
+    types = [TokenType.NORMAL] * (len(tokens) - len(SPECIALS + tags)) + [TokenType.CONTROL] * len(SPECIALS) \
+        + [TokenType.USER_DEFINED] * len(tags)          # as Qwen's GGUFs type them: kept in decoded text
+    if tags and not shape.vocab:
+        tokens, types = tokens + ["<|unused_0|>"], types + [TokenType.UNUSED]
     if shape.vocab:
         assert shape.vocab >= len(tokens)
         pad = shape.vocab - len(tokens)
@@ -207,6 +213,10 @@ def write_random_gguf(path: str | Path, arch: str = "qwen3", shape: Shape = Shap
         shared = rng.standard_normal(h).astype(np.float32)
         shared /= np.linalg.norm(shared)
         embed += 3 * np.sqrt(h) * shared
+    if call_tags == "untrained":
+        assert tied, "the tag rows are the embedding's (the head's, tied)"
+        for tag in tags:
+            embed[tokens.index(tag)] = embed[-1]        # a padding row: no text ever trained it
     add(tensor_name(T.TOKEN_EMBD), embed, embed_qtype or qtype)
     add(tensor_name(T.OUTPUT_NORM), norm(h), Q.F32)
     if not tied:

@@ -55,10 +55,12 @@ TEXT = f"/{TEXT_PATTERN}/"
 
 
 # How a grammar writes the call tags: as the tokenizer's own <tool_call> tokens where it has
-# them (llguidance admits a special token only where the grammar names it as one), and as text
-# always: a model tuned where the tokenizer split the tag into text (transformers' GGUF
-# conversion on the H100 did) writes "<" first, and a grammar without the text form left it
-# to choose among what it hardly wanted (a bare "{", or a text reply).
+# them (llguidance admits a special token only where the grammar names it as one). A call may
+# also open with the tag spelled as text: Qwen2.5-Coder leaves the tag tokens untrained, so a
+# tuned model writes "<" first (training/steps.py spells it so), and a grammar without the text
+# form left it to choose among what it hardly wanted (a bare "{", or a text reply). It closes
+# with the token: llguidance matches a quoted closing tag with the tag token anyway, and after
+# a quoted close it admitted no further call, so a reply opened in text held one call only.
 TEXT_TAGS = ('"<tool_call>"', '"</tool_call>"')
 TOKEN_TAGS = ("<tool_call>", "</tool_call>")
 
@@ -70,9 +72,9 @@ def _calls_rules(tools: dict[str, dict], parallel: bool, tags: tuple[str, str]) 
     one = {"anyOf": [call_schema(n, s) for n, s in tools.items()]} if len(tools) > 1 else \
         call_schema(*next(iter(tools.items())))
     more = f' ("\\n" call){{0,{MAX_PARALLEL_CALLS - 1}}}' if parallel else ""
-    tagged = " | ".join(f'{o} "\\n" body "\\n" {c}' for o, c in dict.fromkeys([tags, TEXT_TAGS]))
     return (f"calls: call{more}\n"
-            f'call: body | {tagged} | "```json\\n" body "\\n```"\n'
+            f'call: body | open "\\n" body "\\n" {tags[1]} | "```json\\n" body "\\n```"\n'
+            f"open: {' | '.join(dict.fromkeys([tags[0], TEXT_TAGS[0]]))}\n"
             f"body: %json {_json_rule(one, lenient=True)}")
 
 

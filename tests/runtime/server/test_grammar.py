@@ -270,6 +270,27 @@ def test_text_cannot_hide_a_call_or_a_result_behind_a_character(factory, source)
 
 
 
+def test_calls_opened_in_text_may_follow_each_other_where_the_tokenizer_has_tag_tokens(tiny_gguf, tokenizer_cache):
+    # a tuned Qwen2.5-Coder opens its calls with the tag spelled as text (the tag token is
+    # untrained); llguidance closes with the tag token, and a quoted close admitted no second call
+    tok = Tokenizer(tiny_gguf("qwen2", tied=True, call_tags="trained"), tokenizer_cache)
+    f = grammar.GrammarFactory(tok, len(tok), {tok.encode("<|im_end|>")[0]})
+    assert f.call_tags == grammar.TOKEN_TAGS
+    tools = ToolSet.from_request([{"type": "function", "function": {"name": "clock", "parameters": CLOCK}},
+                                  {"type": "function", "function": {"name": "weather", "parameters": WEATHER}}])
+    first, second = ('\n{"name": "clock", "arguments": {}}\n',
+                     '\n{"name": "weather", "arguments": {"city": "Oslo", "days": 2}}\n')
+    ids = (tok.encode("<") + tok.encode("tool_call>" + first) + tok.encode("</tool_call>\n")
+           + tok.encode("<") + tok.encode("tool_call>" + second) + tok.encode("</tool_call><|im_end|>"))
+    for make in (grammar.call_or_text_grammar, grammar.tool_calls_grammar):
+        constraint = f.constraint(make(tools.schemas, True, f.call_tags))
+        for token in ids:
+            assert token in allowed_ids(constraint.allowed(), len(tok)), (make.__name__, tok.token_text(token))
+            constraint.advance(token)
+        assert constraint.is_terminated()
+    assert len(parse(tok.decode(ids), tools.names, tools.validate).calls) == 2
+
+
 @pytest.mark.slow
 def test_a_call_may_spell_its_tags_as_text_where_the_tokenizer_has_tag_tokens(tokenizer_cache):
     # a model tuned where the tokenizer split "<tool_call>" into text writes "<" first; the
