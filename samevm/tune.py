@@ -156,13 +156,15 @@ def train(settings: Settings, cfg: TuneConfig, bars: Bars, report: dict) -> tupl
     tok = Tokenizer(cfg.base, cache)
     train_records, eval_records = held_out(steps.load_records(cfg.out / "steps.jsonl"), cfg.held_out_share)
     stops = steps.stop_ids(tok, cfg.base)
-    examples, counts = steps.build(tok, train_records, cfg.sft.max_length, stops)
-    held, held_counts = steps.build(tok, eval_records, cfg.sft.max_length, stops)
+    spell = steps.spellings(tok, cfg.base)
+    examples, counts = steps.build(tok, train_records, cfg.sft.max_length, stops, spell)
+    held, held_counts = steps.build(tok, eval_records, cfg.sft.max_length, stops, spell)
     held = held[::math.ceil(len(held) / HELD_OUT_SCORED)] if held else held
     report["data"] = {**counts, "held_out_records": held_counts["records"], "held_out_examples": len(held),
                       "dropped_too_long": counts["dropped_too_long"] + held_counts["dropped_too_long"],
                       "kinds": _count(train_records + eval_records, "kind"),
-                      "domains": _count(train_records + eval_records, "domain")}
+                      "domains": _count(train_records + eval_records, "domain"),
+                      "spelled_as_text": [tok.token_text(i) for i in sorted(spell)]}
     if not examples:
         raise ValueError(f"no training examples left of {counts['records']} steps (max_length {cfg.sft.max_length})")
     bar = bars.bar("SFT", None, "step")

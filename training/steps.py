@@ -18,7 +18,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from runtime.server.chat_prompt import listed_tools, template_messages, tool_setup
+from runtime.server.grammar import TOKEN_TAGS
 from runtime.server.protocol import ChatCompletionRequest
 
 
@@ -63,7 +66,59 @@ def stop_ids(tokenizer, gguf_path: str | Path | None = None) -> frozenset[int]:
     return frozenset(ids)
 
 
-def _completion(tokenizer, record: dict, prompt_ids: list[int], reply: dict, stops: frozenset[int]) -> list[int]:
+def spellings(tokenizer, gguf_path: str | Path) -> frozenset[int]:
+    """The call-opening tag token where the base model cannot emit it: replies spell it as text.
+
+    Qwen2.5-Coder's GGUFs leave <tool_call> and </tool_call> untrained: their output rows equal
+    the vocabulary's padding rows within quantisation noise, so their logit is the padding's and
+    a LoRA cannot lift it (adapter v4, trained on the tag token, kept an NLL of 8.2 there and put
+    <|im_start|> or padding in its place). Spelled as text the opening is made of tokens the model
+    knows, and the server's grammar takes it. The closing tag stays a token: after a call's JSON
+    the grammar admits only that token (llguidance closes a quoted tag with the tag token where
+    the tokenizer has one), so the model never has to choose it. A row counts as untrained when
+    it lies within 5% of the last row's norm from the last row (padding, or a reserved token, in
+    the vocabularies we serve); trained special tokens lie 30% or more away."""
+    from runtime.gguf import load_gguf
+    opening = [i for i, t in _backend(tokenizer).get_added_tokens_decoder().items() if t.content == TOKEN_TAGS[0]]
+    if not opening:
+        return frozenset()
+    model = load_gguf(gguf_path)
+    head = np.asarray(model.tensor("output.weight" if model.has("output.weight") else "token_embd.weight").dequantize(),
+                      dtype=np.float32)
+    blank = head[-1]
+    return frozenset(i for i in opening if i < len(head) - 1 and np.linalg.norm(head[i] - blank) < 0.05 * np.linalg.norm(blank))
+
+
+def _backend(tokenizer):
+    """The `tokenizers` object under runtime.tokenizer.Tokenizer (or a transformers one)."""
+    return getattr(tokenizer, "backend", None) or tokenizer.hf.backend_tokenizer
+
+
+def _spelled(tokenizer, ids: list[int], spell: frozenset[int]) -> list[int]:
+    """`ids` with the tokens of `spell` written as text: each stretch between the other added
+    tokens is encoded again as plain text, so the tag's letters merge with what follows as
+    byte-pair encoding merges them ('>' and a newline make one token; llguidance refuses the
+    '>' alone where it would complete the tag token's text)."""
+    backend = _backend(tokenizer)
+    kept = set(backend.get_added_tokens_decoder()) - spell
+    out, run = [], []
+    for t in ids + [None]:
+        if t is not None and t not in kept:
+            run.append(t)
+            continue
+        if run:
+            text = backend.decode(run, skip_special_tokens=False)
+            if backend.normalizer is not None:
+                text = backend.normalizer.normalize_str(text)
+            out += [tok.id for piece, _ in backend.pre_tokenizer.pre_tokenize_str(text) for tok in backend.model.tokenize(piece)]
+            run = []
+        if t is not None:
+            out.append(t)
+    return out
+
+
+def _completion(tokenizer, record: dict, prompt_ids: list[int], reply: dict, stops: frozenset[int],
+                spell: frozenset[int]) -> list[int]:
     full = tokenizer.encode(render(tokenizer, record, reply))
     if full[:len(prompt_ids)] != prompt_ids:
         raise StepError(f"step {record.get('id')}: the prompt is not a token prefix of prompt + reply")
@@ -71,27 +126,31 @@ def _completion(tokenizer, record: dict, prompt_ids: list[int], reply: dict, sto
     ends = [i for i, t in enumerate(completion) if t in stops]
     if not ends:
         raise StepError(f"step {record.get('id')}: the rendered reply has no end-of-turn token")
-    return completion[:ends[0] + 1]
+    completion = completion[:ends[0] + 1]
+    return _spelled(tokenizer, completion, spell) if spell & set(completion) else completion
 
 
-def to_example(tokenizer, record: dict, stops: frozenset[int] | None = None) -> Example:
+def to_example(tokenizer, record: dict, stops: frozenset[int] | None = None,
+               spell: frozenset[int] = frozenset()) -> Example:
+    """`spell`: tokens the reply writes as text (spellings()); the prompt keeps them, as the
+    server renders earlier calls with the template's own tokens."""
     stops = stops or stop_ids(tokenizer)
     prompt = tokenizer.encode(render(tokenizer, record))
     rejected = record.get("rejected")
-    return Example(str(record.get("id")), prompt, _completion(tokenizer, record, prompt, record["chosen"], stops),
-                   _completion(tokenizer, record, prompt, rejected, stops) if rejected else None)
+    return Example(str(record.get("id")), prompt, _completion(tokenizer, record, prompt, record["chosen"], stops, spell),
+                   _completion(tokenizer, record, prompt, rejected, stops, spell) if rejected else None)
 
 
 def load_records(path: str | Path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def build(tokenizer, records: list[dict], max_length: int,
-          stops: frozenset[int] | None = None) -> tuple[list[Example], dict]:
+def build(tokenizer, records: list[dict], max_length: int, stops: frozenset[int] | None = None,
+          spell: frozenset[int] = frozenset()) -> tuple[list[Example], dict]:
     """(examples, counts): steps longer than `max_length` tokens are dropped and counted."""
     examples, too_long = [], 0
     for record in records:
-        ex = to_example(tokenizer, record, stops)
+        ex = to_example(tokenizer, record, stops, spell)
         if len(ex) > max_length:
             too_long += 1
         else:

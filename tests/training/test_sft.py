@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 from peft import PeftModel
@@ -206,3 +207,32 @@ def test_batches_cover_every_step_once_a_pass_with_little_padding():
     rnd.Random(2).shuffle(shuffled)
     plain = [shuffled[i:i + 4] for i in range(0, 400, 4)]
     assert padding(one_pass) < padding(plain) / 5
+
+
+@pytest.mark.parametrize("tags", ["trained", "untrained"])
+def test_call_tags_the_base_cannot_emit_are_spelled_as_text_the_servers_grammar_takes(tiny_gguf, tokenizer_cache, tags):
+    """A tag token whose output row is the padding's cannot be learnt (its logit is the padding's):
+    replies open a call with the tag spelled as text, prompts keep the template's tokens, and
+    the server's call grammar accepts the spelled reply token by token."""
+    from runtime.server import grammar
+
+    base = tiny_gguf("qwen2", tied=True, call_tags=tags)
+    tok = Tokenizer(base, tokenizer_cache)
+    stops = steps.stop_ids(tok, base)
+    opening, closing = tok.encode("<tool_call>")[0], tok.encode("</tool_call>")[0]
+    spell = steps.spellings(tok, base)
+    record = next(r for r in agent_steps.steps() if r["kind"] == "call")
+    plain, spelled = steps.to_example(tok, record, stops), steps.to_example(tok, record, stops, spell)
+    assert {opening, closing} <= set(plain.completion_ids) and spelled.prompt_ids == plain.prompt_ids
+    assert tok.decode(spelled.completion_ids, skip_special=False) == tok.decode(plain.completion_ids, skip_special=False)
+    if tags == "trained":
+        assert not spell and spelled == plain
+        return
+    assert spell == {opening} and opening not in spelled.completion_ids and closing in spelled.completion_ids
+    factory = grammar.GrammarFactory(tok, len(tok), set(stops))
+    tools = {t["function"]["name"]: t["function"]["parameters"] for t in record["tools"]}
+    constraint = factory.constraint(grammar.call_or_text_grammar(tools, True, factory.call_tags))
+    for t in spelled.completion_ids:
+        assert constraint.allowed()[t // 32] & np.int32(np.uint32(1 << (t % 32)).view(np.int32)), tok.token_text(t)
+        constraint.advance(t)
+    assert constraint.is_terminated()
