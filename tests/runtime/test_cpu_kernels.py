@@ -261,6 +261,26 @@ def test_decode_attention_matches_the_reference(interleaved):
     np.testing.assert_allclose(fast, ref.numpy(), rtol=1e-5, atol=1e-5)
 
 
+def test_decode_attention_converts_index_arrays_it_is_given():
+    """int32 slots and positions are converted to the int64 the C reads, and held through the
+    call: converted inline, the slots' copy was freed before it and numpy gave its buffer to the
+    positions' copy, so the new keys went to the positions' slots."""
+    rng = np.random.default_rng(4)
+    hq, hkv, d = 2, 1, 16
+    qkv = rng.standard_normal((2, (hq + 2 * hkv) * d)).astype(np.float32)
+    cos, sin = rng.standard_normal((2, 64, d // 2)).astype(np.float32)
+    slots, positions, ctx, ctx_start = [5, 9], [3, 4], [0, 1, 2, 5, 6, 7, 8, 9], [0, 4, 8]
+
+    def run(dtype):
+        k, v = np.zeros((2, 16, hkv, d), np.float32)
+        index = [np.array(a, dtype) for a in (slots, positions, ctx, ctx_start)]
+        out = kernels.attention_decode(qkv, k, v, *index[:2], cos, sin, False, *index[2:], hq, hkv, d, d ** -0.5)
+        return out, k, v
+
+    for want, got in zip(run(np.int64), run(np.int32)):
+        np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("head_dim", [64, 48])
 def test_prefill_attention_matches_the_reference(head_dim, level):
     """The kernels' causal prefill attention (AVX512 for head sizes a multiple of 64, else plain
