@@ -108,6 +108,42 @@ def test_two_threads_calling_the_kernels_get_their_own_products():
     assert not wrong
 
 
+def test_a_product_returns_only_once_no_worker_reads_its_weights():
+    """The caller may free the weights as soon as matmul returns (a model's mmap closed): here
+    they become unreadable then. Two pool threads on one CPU, so a worker is often descheduled
+    inside a tile; the library that took such a tile back and returned crashed the process
+    within 200 products (10 runs of 10; a segfault in CI). A subprocess, since that is a crash."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    code = """
+import ctypes, mmap, os
+import numpy as np
+from types import SimpleNamespace
+from gguf import GGMLQuantizationType as Q
+from runtime.backends import cpu_kernels
+kernels = cpu_kernels.load(2)
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+rows, cols = 32768, 2048
+region = mmap.mmap(-1, rows * cols // 32 * 34)            # zero pages: Q8_0 blocks of zeros
+blocks = np.frombuffer(region, np.uint8).reshape(rows, -1)
+w = kernels.weight([SimpleNamespace(qtype=Q.Q8_0, data=blocks, shape=(rows, cols))])
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+x = np.ones((1, cols), np.float32)
+for _ in range(200):
+    assert libc.mprotect(blocks.ctypes.data, blocks.nbytes, mmap.PROT_READ) == 0
+    assert not w.matmul(x).any()
+    assert libc.mprotect(blocks.ctypes.data, blocks.nbytes, 0) == 0     # PROT_NONE
+print(kernels.threads)"""
+    repo = Path(__file__).resolve().parents[2]
+    run = subprocess.run([sys.executable, "-X", "faulthandler", "-c", code], capture_output=True, text=True,
+                         cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)})
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.split() == ["2"]
+
+
 def test_parts_of_different_types_fill_their_columns():
     rng = np.random.default_rng(1)
     (a, ra), (b, rb) = random_blocks(Q.Q5_0, 40, 256, rng), random_blocks(Q.Q6_K, 24, 256, rng)
@@ -223,6 +259,26 @@ def test_decode_attention_matches_the_reference(interleaved):
     ref = reference.attention(torch.from_numpy(qkv), kv_ref, 0, reference.prepare(fb.host), reference.rope_cache(cos, sin), p)
     np.testing.assert_allclose(kv, kv_ref.numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(fast, ref.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_decode_attention_converts_index_arrays_it_is_given():
+    """int32 slots and positions are converted to the int64 the C reads, and held through the
+    call: converted inline, the slots' copy was freed before it and numpy gave its buffer to the
+    positions' copy, so the new keys went to the positions' slots."""
+    rng = np.random.default_rng(4)
+    hq, hkv, d = 2, 1, 16
+    qkv = rng.standard_normal((2, (hq + 2 * hkv) * d)).astype(np.float32)
+    cos, sin = rng.standard_normal((2, 64, d // 2)).astype(np.float32)
+    slots, positions, ctx, ctx_start = [5, 9], [3, 4], [0, 1, 2, 5, 6, 7, 8, 9], [0, 4, 8]
+
+    def run(dtype):
+        k, v = np.zeros((2, 16, hkv, d), np.float32)
+        index = [np.array(a, dtype) for a in (slots, positions, ctx, ctx_start)]
+        out = kernels.attention_decode(qkv, k, v, *index[:2], cos, sin, False, *index[2:], hq, hkv, d, d ** -0.5)
+        return out, k, v
+
+    for want, got in zip(run(np.int64), run(np.int32)):
+        np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("head_dim", [64, 48])

@@ -144,12 +144,14 @@ class Kernels:
     def rms_norm(self, x: np.ndarray, weight: np.ndarray, eps: float,
                  residual: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """(normed, x + residual) of float32 rows [T, K], as CPUOps.rms_norm."""
-        x = _f32(x)
+        # every converted array is named until the call returns: a temporary's pointer taken
+        # inline is freed before the call, and numpy hands its buffer to the next conversion
+        x, weight = _f32(x), _f32(weight)
         residual = _f32(residual) if residual is not None else None
         T, K = x.shape
         total, out = np.empty((T, K), np.float32), np.empty((T, K), np.float32)
         self.lib.sv_rmsnorm(x.ctypes.data, residual.ctypes.data if residual is not None else None,
-                            _f32(weight).ctypes.data, eps, T, K, total.ctypes.data, out.ctypes.data)
+                            weight.ctypes.data, eps, T, K, total.ctypes.data, out.ctypes.data)
         return out, total
 
     @_serial
@@ -159,14 +161,15 @@ class Kernels:
                          head_dim: int, scale: float) -> np.ndarray:
         """One query a sequence (qkv [S, (Hq + 2 Hkv) D] float32): RoPE, cache write, attention
         over ctx (int64 cache slots, sequence s at ctx_start[s]:ctx_start[s + 1]) -> [S, Hq D]."""
-        qkv = _f32(qkv)
+        qkv, cos, sin = _f32(qkv), _f32(cos), _f32(sin)            # named until the call returns (rms_norm)
+        slots, positions, ctx, ctx_start = _i64(slots), _i64(positions), _i64(ctx), _i64(ctx_start)
         S = qkv.shape[0]
         out = np.empty((S, n_heads * head_dim), np.float32)
         assert k.flags.c_contiguous and v.flags.c_contiguous and k.dtype == np.float32
         ptr = lambda a: a.ctypes.data  # noqa: E731
-        rc = self.lib.sv_attention_decode(ptr(qkv), S, n_heads, n_kv_heads, head_dim, ptr(k), ptr(v), ptr(_i64(slots)),
-                                          ptr(_i64(positions)), ptr(_f32(cos)), ptr(_f32(sin)), int(interleaved),
-                                          ptr(_i64(ctx)), ptr(_i64(ctx_start)), scale, ptr(out))
+        rc = self.lib.sv_attention_decode(ptr(qkv), S, n_heads, n_kv_heads, head_dim, ptr(k), ptr(v), ptr(slots),
+                                          ptr(positions), ptr(cos), ptr(sin), int(interleaved), ptr(ctx),
+                                          ptr(ctx_start), scale, ptr(out))
         if rc:
             raise MemoryError("no memory for the attention scores")
         return out

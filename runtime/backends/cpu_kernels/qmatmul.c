@@ -7,17 +7,18 @@
  *
  * Threads: one pool of workers, not pinned (on a shared machine a pinned worker and the
  * caller could be kept on one CPU while the other ran someone else); the caller's thread
- * works too. The machine may be shared, so a worker can be descheduled at any moment:
- * no one ever waits for one. Tiles of rows are claimed through `next`; a worker computes its
- * tile into its own buffer and publishes it only if the caller has not taken the tile back.
- * After its own share, and a wait of about two tiles' time, the caller takes back every tile
- * still unfinished and computes it itself (the results are the same bits), so a call ends
- * about as soon as the caller alone could end it. Tile states carry the job's id, so a worker
- * that wakes late in a later job fails every claim; the buffers it may still read
- * (activations, tile states, scratch) are owned here and reallocated only when no worker is
- * inside a job. Between calls workers wait about a millisecond, longer than the gaps between
- * the products of a decode step (a futex wake-up per product cost more than a product), then
- * sleep (yielding between looks instead made a worker miss most jobs on a loaded machine).
+ * works too. Tiles of rows are claimed through `next`; after its own share the caller takes
+ * back every tile no worker claimed (a worker may have been descheduled between taking an
+ * index and claiming it), then waits for the tiles workers are computing: they read the
+ * caller's weights and inputs, which may be freed (a model's mmap closed, a temporary array)
+ * as soon as the call returns. A call that took such a tile back and returned left a
+ * descheduled worker reading an unmapped file (a segfault in CI). Tile states carry the job's
+ * id, so a worker that wakes late in a later job fails every claim; the buffers it may still
+ * read then (activations, tile states, scratch) are owned here and reallocated only when no
+ * worker is inside a job. Between calls workers wait about a millisecond, longer than the
+ * gaps between the products of a decode step (a futex wake-up per product cost more than a
+ * product), then sleep (yielding between looks instead made a worker miss most jobs on a
+ * loaded machine).
  * Where the workers finish few tiles anyway, the caller works alone for a while (note_help).
  */
 #define _GNU_SOURCE
@@ -42,7 +43,7 @@ extern const struct kern kern_avx2, kern_avx512;
 static const struct kern *K_ = &kern_scalar;
 static int level_ = 0;
 
-enum { FREE, CLAIMED, PUBLISHING, DONE, TAKEN };    /* tile state, low 3 bits; the job id above */
+enum { FREE, CLAIMED, DONE, TAKEN };       /* tile state, low 3 bits; the job id above */
 
 struct mjob {
     unpack_fn unpack; const uint8_t *w; long row_bytes; int N, K, tile, tiles, T; float *y; long ldy;
@@ -51,7 +52,7 @@ struct mjob {
 
 struct attn { const float *q, *k, *v; int n_q, first, Hq, Hkv, D; float scale; };
 
-struct scratch { uint8_t *q; float *s, *m, *out; size_t cap_q, cap_h, cap_out; };
+struct scratch { uint8_t *q; float *s, *m; size_t cap_q, cap_h; };
 
 static struct {
     int n;                                   /* threads including the caller */
@@ -95,15 +96,14 @@ static void *grow_buf(void *old, size_t bytes) {
     return aligned_alloc(64, (bytes + 63) / 64 * 64);
 }
 
-static int grow_scratch(struct scratch *s, size_t q, size_t h, size_t out) {
+static int grow_scratch(struct scratch *s, size_t q, size_t h) {
     if (q > s->cap_q) { s->q = grow_buf(s->q, q); s->cap_q = s->q ? q : 0; }
     if (h > s->cap_h) {
         s->s = grow_buf(s->s, h * 4);
         s->m = grow_buf(s->m, h * 4);
         s->cap_h = (s->s && s->m) ? h : 0;
     }
-    if (out > s->cap_out) { s->out = grow_buf(s->out, out * 4); s->cap_out = s->out ? out : 0; }
-    return s->q && s->s && s->m && s->out;
+    return s->q && s->s && s->m;
 }
 
 /* Rows of tile i for all T tokens into out[t * ldo + (r - r0)]. */
@@ -138,11 +138,7 @@ static void worker_job(int me, uint64_t id, const struct mjob *j) {
     struct scratch *sc = &P.sc[me];
     for (int i; (i = atomic_fetch_add(&P.next, 1)) < j->tiles;) {
         if (!claim(i, id, FREE, CLAIMED)) continue;
-        tile_rows(j, i, sc, sc->out, j->tile);
-        if (!claim(i, id, CLAIMED, PUBLISHING)) continue;     /* the caller took it back */
-        int r0 = i * j->tile, n = (r0 + j->tile < j->N ? j->tile : j->N - r0);
-        for (int t = 0; t < j->T; t++)
-            memcpy(j->y + (long)t * j->ldy + r0, sc->out + (long)t * j->tile, (size_t)n * 4);
+        tile_rows(j, i, sc, j->y + (long)i * j->tile, j->ldy);
         finish(i, id);
     }
 }
@@ -171,10 +167,10 @@ static void *worker(void *p) {
 
 static unsigned long job_id;
 
-/* The workers help only where they are scheduled: the share of tiles they finished is counted
- * over PROBE_JOBS jobs, and below 1 in 10 (a loaded machine, where a worker runs in bursts and
- * the caller waited for its tiles and redid them) the caller runs the next SOLO_JOBS jobs alone,
- * then asks again. */
+/* The workers help only where they are scheduled: the share of tiles they finished before the
+ * caller was through its own is counted over PROBE_JOBS jobs, and below 1 in 10 (a loaded
+ * machine, where a worker runs in bursts and the caller waits for its tiles) the caller runs
+ * the next SOLO_JOBS jobs alone, then asks again. */
 #define PROBE_JOBS 64
 #define SOLO_JOBS 64
 static struct { int solo_left, jobs; long tiles, helped; } share;
@@ -183,11 +179,11 @@ static long totals[3];                       /* tiles, tiles the workers finishe
 /* The pool's totals since start, for benchmarks: tiles, tiles by workers, jobs the caller ran alone. */
 void sv_pool_totals(long *out) { memcpy(out, totals, sizeof totals); }
 
-static void note_help(int tiles, int helped) {
+static void note_help(int tiles, int by_workers, int late) {
     totals[0] += tiles;
-    totals[1] += helped;
+    totals[1] += by_workers;
     share.tiles += tiles;
-    share.helped += helped;
+    share.helped += by_workers - late;
     if (++share.jobs < PROBE_JOBS) return;
     if (share.helped * 10 < share.tiles) share.solo_left = SOLO_JOBS;
     share.jobs = 0;
@@ -212,25 +208,15 @@ static void run_matmul(const struct mjob *j) {
         pthread_cond_broadcast(&P.cv);
         pthread_mutex_unlock(&P.mu);
     }
-    int r0, mine = 0, taken = 0;
-    unsigned long long t0 = ticks();
+    int mine = 0, taken = 0;
     for (int i; (i = atomic_fetch_add(&P.next, 1)) < j->tiles;)
-        if (claim(i, id, FREE, TAKEN)) {
-            r0 = i * j->tile; tile_rows(j, i, &P.sc[0], j->y + r0, j->ldy); finish(i, id); mine++;
-        }
-    /* Tiles are few and large (the claims are shared cache lines), so a worker still on its last
-     * one is given about two tiles' time before the caller takes it back. */
-    unsigned long long t1 = ticks(), grace = mine ? 2 * (t1 - t0) / mine : 0;
-    while (atomic_load_explicit(&P.done, memory_order_acquire) < j->tiles && ticks() - t1 < grace)
-        relax();
-    for (int i = 0; i < j->tiles; i++)        /* take back what no worker finished */
-        if (claim(i, id, FREE, TAKEN) || claim(i, id, CLAIMED, TAKEN)) {
-            r0 = i * j->tile;
-            tile_rows(j, i, &P.sc[0], j->y + r0, j->ldy);
-            finish(i, id); taken++;
-        }
-    note_help(j->tiles, j->tiles - mine - taken);
-    while (atomic_load_explicit(&P.done, memory_order_acquire) < j->tiles) relax();   /* copies under way */
+        if (claim(i, id, FREE, TAKEN)) { tile_rows(j, i, &P.sc[0], j->y + (long)i * j->tile, j->ldy); finish(i, id); mine++; }
+    for (int i = 0; i < j->tiles; i++)        /* take back what no worker claimed */
+        if (claim(i, id, FREE, TAKEN)) { tile_rows(j, i, &P.sc[0], j->y + (long)i * j->tile, j->ldy); finish(i, id); taken++; }
+    note_help(j->tiles, j->tiles - mine - taken, j->tiles - atomic_load(&P.done));
+    /* the workers' tiles: until they are done, workers read the weights and inputs */
+    for (unsigned spins = 0; atomic_load_explicit(&P.done, memory_order_acquire) < j->tiles; spins++)
+        if (spins < 4096) relax(); else sched_yield();      /* a descheduled worker may need this CPU */
 }
 
 int sv_set_level(int level);
@@ -287,12 +273,12 @@ int sv_quantize(const float *x, int T, int K) {
     return 0;
 }
 
-/* Tile states for `tiles` and every thread's scratch of at least q unpacked bytes, h scales and
- * out results, grown while no worker is inside a job. Returns 0, or -1 if memory fails. */
-static int reserve(int tiles, size_t q, size_t h, size_t out) {
+/* Tile states for `tiles` and every thread's scratch of at least q unpacked bytes and h scales,
+ * grown while no worker is inside a job. Returns 0, or -1 if memory fails. */
+static int reserve(int tiles, size_t q, size_t h) {
     int fits = tiles <= P.cap_state;
     for (int i = 0; i < P.n; i++)
-        fits &= q <= P.sc[i].cap_q && h <= P.sc[i].cap_h && out <= P.sc[i].cap_out;
+        fits &= q <= P.sc[i].cap_q && h <= P.sc[i].cap_h;
     if (fits) return 0;
     quiesce();
     if (tiles > P.cap_state) {
@@ -301,7 +287,7 @@ static int reserve(int tiles, size_t q, size_t h, size_t out) {
         if (!P.state) return -1;
         for (int i = 0; i < tiles; i++) atomic_store(&P.state[i], 0);
     }
-    for (int i = 0; i < P.n; i++) if (!grow_scratch(&P.sc[i], q, h, out)) return -1;
+    for (int i = 0; i < P.n; i++) if (!grow_scratch(&P.sc[i], q, h)) return -1;
     return 0;
 }
 
@@ -316,8 +302,8 @@ int sv_matmul(int type, const uint8_t *w, long row_bytes, int N, int K, int T, f
     if (tile < 64) tile = 64;
     int tiles = (N + tile - 1) / tile;
     int unpacked = T == 1 ? 16 : tile;                 /* rows in the unpack scratch at once */
-    size_t q = (size_t)unpacked * K, h = (size_t)unpacked * (K / 16), out = (size_t)tile * T;
-    if (reserve(tiles, q, h, out)) return -1;
+    size_t q = (size_t)unpacked * K, h = (size_t)unpacked * (K / 16);
+    if (reserve(tiles, q, h)) return -1;
     struct mjob j = { u, w, row_bytes, N, K, tile, tiles, T, y, ldy, 0 };
     run_matmul(&j);
     return 0;
@@ -343,7 +329,7 @@ int sv_dequantize(int type, const uint8_t *w, long row_bytes, int N, int K, floa
     static struct scratch own;
     unpack_fn u = K_->unpacker(type);
     struct scratch *sc = &own;
-    if (!u || K % 32 || !grow_scratch(sc, (size_t)K, (size_t)K / 16, 1)) return -1;
+    if (!u || K % 32 || !grow_scratch(sc, (size_t)K, (size_t)K / 16)) return -1;
     for (int r = 0; r < N; r++) {
         u(w + (long)r * row_bytes, K, sc->q, sc->s, sc->m);
         for (int i = 0; i < K; i++) out[(long)r * K + i] = sc->s[i / 16] * sc->q[i] + sc->m[i / 16];
@@ -357,7 +343,7 @@ int sv_dequantize(int type, const uint8_t *w, long row_bytes, int N, int K, floa
 int sv_attention_prefill(const float *q, const float *k, const float *v, int n_q, int first, int Hq, int Hkv,
                          int D, float scale, float *out) {
     struct attn a = { q, k, v, n_q, first, Hq, Hkv, D, scale };
-    if (reserve(Hq, 64, 4, (size_t)D * n_q)) return -1;
+    if (reserve(Hq, 64, 4)) return -1;
     struct mjob j = { 0, 0, 0, Hq * D, 0, D, Hq, n_q, out, (long)Hq * D, &a };
     run_matmul(&j);
     return 0;
