@@ -38,6 +38,7 @@ from agents.runner import SuiteRunner  # noqa: E402
 from agents.suite import load, names  # noqa: E402
 from benchmarks.provenance import commit as head_commit  # noqa: E402
 from runtime import catalog  # noqa: E402
+from runtime.backends import cpu_kernels  # noqa: E402
 from samevm.settings import Settings  # noqa: E402
 from samevm.supervisor import Stack  # noqa: E402
 from tools.context import ToolContext  # noqa: E402
@@ -102,14 +103,14 @@ def short(model: str) -> str:
 
 
 def key(r: dict) -> tuple:
-    return r["suite"], r["model"], r["backend"], r.get("adapter"), r["commit"]
+    return r["suite"], r["model"], r["backend"], r.get("adapter"), r["commit"], r.get("cpu_kernels")
 
 
 def run_model(model: str, args, data: dict, save) -> None:
     """The model's suites on one stack; a suite whose record at this commit exists is skipped
     with --resume."""
     def done(suite: str) -> bool:
-        mine = (suite, model, args.backend, args.adapter, args.commit)
+        mine = (suite, model, args.backend, args.adapter, args.commit, args.kernels)
         return any(key(r) == mine and r["seeds"] == args.seed_list and r["temperature"] == args.temperature
                    for r in data["records"])
 
@@ -118,7 +119,8 @@ def run_model(model: str, args, data: dict, save) -> None:
         return
     home = args.home / short(model) / args.backend / (args.adapter.split("@")[0] if args.adapter else "base")
     shutil.rmtree(home, ignore_errors=True)
-    env = {"OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
+    env = {"OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads),
+           "SAMEVM_CPU_KERNELS": args.cpu_kernels}
     settings = Settings(home=home, model=str(catalog.resolve(model, args.models_home)), backend=args.backend,
                         runtime_port=free_port(), worker_port=free_port(), mcp_port=free_port())
     lora = ["--lora", str(args.lora)] if args.lora else []
@@ -139,7 +141,7 @@ def run_model(model: str, args, data: dict, save) -> None:
                    "revision": runner.info.get("revision"), "adapter": args.adapter,
                    "backend": served or args.backend, "device": args.device, "commit": args.commit,
                    "date": time.strftime("%Y-%m-%d"), "temperature": args.temperature, "parallel": args.parallel,
-                   **record(result)}
+                   "cpu_kernels": args.kernels, **record(result)}
             data["records"] = [r for r in data["records"] if key(r) != key(new)] + [new]
             save()
 
@@ -195,6 +197,9 @@ def main(argv=None) -> int:
     p.add_argument("--temperature", type=float, default=0.3)
     p.add_argument("--threads", type=int, default=1, help="torch threads of the runtime (the worker needs a core too)")
     p.add_argument("--kv-cache-mb", type=int, default=1024)
+    p.add_argument("--cpu-kernels", choices=["on", "off"], default="on",
+                   help="off: the CPU runtime dequantizes int8 at load instead of computing on the GGUF "
+                        "blocks (SAMEVM_CPU_KERNELS), the path before the kernels; recorded as cpu_kernels")
     p.add_argument("--home", type=Path, default=REPO / ".samevm" / "bench" / "agent_suite")
     p.add_argument("--models-home", type=Path, default=REPO / ".samevm", help="where `samevm models fetch` put them")
     p.add_argument("--out", type=Path, default=RESULTS / "agent_suite.json")
@@ -211,6 +216,8 @@ def main(argv=None) -> int:
     data = {"records": old.get("records", [])}          # a file of the old per-cell format starts afresh
     args.commit = head_commit()
     args.device = device_name(args.backend)
+    # which CPU path served (null on a GPU): the kernels run only where the extension is built
+    args.kernels = (args.cpu_kernels == "on" and cpu_kernels.library_path() is not None) if args.backend == "cpu" else None
     data.update({"benchmark": "agent_suite", "python": platform.python_version(),
                  "note": "pass_rate = share of seeds in which every turn passed all its checks; per-turn rates, "
                          "mean steps and the checks that failed are under `turns`; adapter null = the base model"})

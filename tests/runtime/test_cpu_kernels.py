@@ -203,6 +203,14 @@ def test_without_the_extension_int8_falls_back_with_a_log_line(monkeypatch, capl
     assert isinstance(ops.linear_weight([t]), Int8Weight)
 
 
+def test_the_kernels_can_be_turned_off_for_the_dequantized_path(monkeypatch):
+    assert cpu_kernels.library_path() is not None, "the extension is built for these tests"
+    monkeypatch.setenv("SAMEVM_CPU_KERNELS", "off")
+    assert isinstance(create_backend("cpu", "int8"), CPUOps)
+    monkeypatch.setenv("SAMEVM_CPU_KERNELS", "on")
+    assert not isinstance(create_backend("cpu", "int8"), CPUOps)
+
+
 @pytest.mark.slow
 def test_default_model_greedy_tokens_equal_the_float32_reference():
     """The fast path on the real default model (Q5_0, Q8_0, Q4_K, Q6_K blocks): 32 greedy tokens

@@ -238,8 +238,13 @@ _loaded: Kernels | None = None
 
 def load(threads: int = 0) -> Kernels | None:
     """The kernels (started once a process, on `threads` threads, 0: one a physical core), or
-    None if the extension was not built."""
+    None if the extension was not built or SAMEVM_CPU_KERNELS=off asks for the dequantized int8
+    path (what served before the kernels: a way round a kernel fault, and the baseline the agent
+    suite's CPU step latency is measured against)."""
     global _loaded
+    if os.environ.get("SAMEVM_CPU_KERNELS", "on").lower() in ("off", "0", "no", "false"):
+        log.info("CPU block kernels off (SAMEVM_CPU_KERNELS): int8 weights dequantized at load")
+        return None
     if _loaded is None:
         path = library_path()
         if path is None:
