@@ -154,6 +154,20 @@ class SqlTurns:
             return [Step([("sql_exec", {"db": self.table.db, "sql": sql})], fails=True, train=False)]
         return []
 
+    def schema_first(self, f, sql: str) -> list[Step]:
+        """Before the query of `sql`, sometimes: a guessed column name fails and the table's
+        schema is read; or, in a new session (the note names the table, not its columns), the
+        schema is read first. A model that invented the table's columns earlier must find them
+        again rather than guess twice."""
+        t, rng = self.table, self.rng
+        read = Step([("sql_query", {"db": t.db, "sql": f"SELECT sql FROM sqlite_master WHERE name = '{t.name}'"})])
+        if rng.random() < 0.12:
+            guess = "_".join(f.words.split()[:2])
+            guess += "_value" if guess.lower() == f.name.lower() else ""      # SQLite names ignore case
+            return [Step([("sql_query", {"db": t.db, "sql": sql.replace(f"SELECT {f.name}", f"SELECT {guess}")})],
+                         fails=True, train=False), read]
+        return [read] if self.new_session and rng.random() < 0.3 else []
+
     def lookup(self, again: bool = True) -> TurnPlan:
         """The user asks to check a stored value: the query is made even when the conversation
         has the value. A guessed column name first fails, sometimes, and the schema is read."""
@@ -163,14 +177,7 @@ class SqlTurns:
         key = row[self.d.key.name]
         sql = f"SELECT {f.name} FROM {t.name} WHERE {t.where(key)}"
         steps = self.find_table()
-        if rng.random() < 0.12:
-            guess = "_".join(f.words.split()[:2])
-            guess += "_value" if guess.lower() == f.name.lower() else ""      # SQLite names ignore case
-            steps += [Step([("sql_query", {"db": t.db, "sql": sql.replace(f"SELECT {f.name}", f"SELECT {guess}")})],
-                           fails=True, train=False),
-                      Step([("sql_query", {"db": t.db, "sql": f"SELECT sql FROM sqlite_master WHERE name = '{t.name}'"})])]
-        else:
-            steps += self.wrong_query(sql)
+        steps += self.schema_first(f, sql) or self.wrong_query(sql)
         steps.append(Step([("sql_query", {"db": t.db, "sql": sql})]))
         where = self.where()
         self.said[key] = dict(row)

@@ -225,10 +225,11 @@ class StoreTurns:
         row, f = rng.choice(t.rows), rng.choice(self.d.fields[1:])
         key = row[self.d.key.name]
         source, passage, question, bkey = rng.choice(self.filed)
-        calls = [("sql_query", {"db": t.db, "sql": f"SELECT {f.name} FROM {t.name} WHERE {t.where(key)}"}),
-                 ("rag_search", {"query": question})]
+        sql = f"SELECT {f.name} FROM {t.name} WHERE {t.where(key)}"
+        calls = [("sql_query", {"db": t.db, "sql": sql}), ("rag_search", {"query": question})]
         rng.shuffle(calls)
         steps = self.find_table()
+        steps += self.schema_first(f, sql)
         steps += [Step(calls)] if rng.random() < 0.6 else [Step([c]) for c in calls]
         where = self.where()
 
@@ -249,14 +250,17 @@ class StoreTurns:
         key = row[self.d.key.name]
         source, passage, question, bkey = rng.choice(self.filed)
         pref = self.prefs[-1]
-        sql = ("sql_query", {"db": t.db, "sql": f"SELECT {f.name} FROM {t.name} WHERE {t.where(key)}"})
+        query = f"SELECT {f.name} FROM {t.name} WHERE {t.where(key)}"
+        sql = ("sql_query", {"db": t.db, "sql": query})
         search = ("rag_search", {"query": question})
         memory = ("memory_search", {"query": "prefers"})
         if self.knows_table:
-            steps = [Step([sql, search, memory])] if rng.random() < 0.5 else [Step([sql]), Step([search]), Step([memory])]
+            steps = self.schema_first(f, query)
+            steps += [Step([sql, search, memory])] if rng.random() < 0.5 else [Step([sql]), Step([search]), Step([memory])]
         else:
             self.knows_table = True
-            steps = [Step([("memory_search", {"query": self.d.things + " prefers"})]), Step([sql, search])]
+            steps = [Step([("memory_search", {"query": self.d.things + " prefers"})])] + self.schema_first(f, query)
+            steps += [Step([sql, search])]
         where = self.where()
 
         def answer(results):
