@@ -4,7 +4,8 @@ A reload loads the new GGUF beside the live engine (in a worker thread; the live
 serving), checks it against the live one (same architecture family, same tokenizer and
 vocabulary, finite logits and a short greedy generation), builds its grammar tokenizer, and
 only then swaps it in between two engine steps. The first load serves as soon as the engine
-is built; its grammar tokenizer follows in the background. Refusals: 422 for a file that cannot be loaded, 409 for one that loads but
+is built; its grammar tokenizer is built by the first request that needs one, or in the
+background soon after. Refusals: 422 for a file that cannot be loaded, 409 for one that loads but
 does not match or fails the smoke test; the old revision keeps serving either way.
 
 A revision is a GGUF and, optionally, a LoRA adapter folder served on it (runtime/lora.py):
@@ -38,6 +39,7 @@ from runtime.server.state import ServerState
 log = logging.getLogger(__name__)
 SMOKE_PROMPT = "Hello"
 SMOKE_TOKENS = 4
+GRAMMAR_AFTER_S = 2.0
 
 
 class Refused(Exception):
@@ -154,10 +156,14 @@ def start(state: ServerState) -> None:
             return
         registry.activated(engine.revision, engine.config.model, "start", **facts(engine), digest=digest.result())
     state.loop = EngineLoop(engine)
-    # The grammar tokenizer (0.4 s from the cache, 1-2 s on a first start) is not needed for a
-    # first token: it is built once the model serves, and a request with a grammar (tools,
-    # response_format) waits on the factory's lock for what is left of it.
-    threading.Thread(target=state.grammar_factory, args=(engine,), name="grammar-tokenizer", daemon=True).start()
+    # The grammar tokenizer (0.4-0.7 s from the cache, 1-2 s on a first start) is not needed for
+    # a first token, and building it holds the GIL for most of that time: begun as the model
+    # went live, it held /health and a first plain request back by 0.5 s. The first request with
+    # a grammar (tools, response_format) builds it (waiting on the factory's lock, off the event
+    # loop); failing that, it is built in the background GRAMMAR_AFTER_S after the model serves.
+    later = threading.Timer(GRAMMAR_AFTER_S, state.grammar_factory, args=(engine,))
+    later.name, later.daemon = "grammar-tokenizer", True
+    later.start()
 
 
 async def swap_in(state: ServerState, path: str | None, revision: str | None, action: str,
