@@ -41,7 +41,8 @@ def dequantize_rows(qtype: Q, raw: np.ndarray, cols: int) -> np.ndarray:
 def quantize_q8_0(w: np.ndarray) -> np.ndarray:
     """float32 [n, cols] -> Q8_0 rows [n, cols / 32 * 34] uint8, as gguf-py's quants.quantize."""
     blocks = w.reshape(-1, 32)
-    amax = (blocks.view(np.uint32) & np.uint32(0x7FFFFFFF)).max(axis=1, keepdims=True).view(np.float32)
+    bits = blocks.view(np.uint32) & np.uint32(0x7FFFFFFF)                 # |x|, as bits
+    amax = np.ascontiguousarray(bits.T).max(axis=0)[:, None].view(np.float32)    # numpy reduces a long axis 2x faster
     d = amax / 127
     with np.errstate(divide="ignore"):
         inv = np.where(d == 0, 0, 1 / d)
