@@ -1,5 +1,7 @@
 """Process start to the first token of the default model, samevm against llama.cpp on the
-same GGUF, first start and later starts, each in a fresh process.
+same GGUF, first start and later starts, each in a fresh process. A known model is served by
+name, as `make run` serves it: with its shipped LoRA adapter merged into the weights (the
+"merge" phase; llama.cpp runs the base alone).
 
     python benchmarks/startup.py [--backend cpu|cuda] [--model NAME_OR_PATH] [--reps 3]
                                  [--tree LABEL=DIR ...] [--llama-exe PATH | --llama-dir DIR]
@@ -8,14 +10,14 @@ same GGUF, first start and later starts, each in a fresh process.
   and first load, runtime/server/loading.load), then the grammar tokenizer (serve builds it
   once it serves; the agent's first request, with tools, waits for it), and generates one
   token after the chat prompt. Phases: interpreter start, imports, from_gguf's own (gguf,
-  backend, tokenizer, weights, kv_cache), the grammar tokenizer, the first token.
+  backend, tokenizer, merge, weights, kv_cache), the grammar tokenizer, the first token.
 - server: `samevm serve` from exec to the first streamed token of a /v1/chat/completions
   request (/health polled every 0.1 s as the supervisor does, then one streaming request); when it answered
   at all and when it said ready, and from_gguf's phases from its log.
 - llama.cpp: `llama-bench -pg P,1` (P: the same prompt's tokens), process start to exit;
   it keeps no cache, so every start is a later start (the GGUF is in the page cache for all).
 
-First start: a fresh SAMEVM_HOME (empty tokenizer and kernel caches; CUPY_CACHE_DIR too);
+First start: a fresh SAMEVM_HOME (empty tokenizer, merge, digest and kernel caches; CUPY_CACHE_DIR too);
 later starts: that home again. Each --tree (a checkout, e.g. a baseline commit) runs
 alternately with the others, so before/after ratios come from one run. Writes
 benchmarks/results/startup[-NAME].json and .png.
@@ -56,7 +58,7 @@ def engine_child(model: str, backend: str) -> None:
     config = build_config(build_parser().parse_args(["serve", "--model", model, "--backend", backend]), Settings())
     state = ServerState(config, RevisionRegistry(config.revisions_dir, config.model_id))
     t1 = time.perf_counter()
-    engine = loading.load(state, config.engine.model, config.engine.revision)    # serve's own first load
+    engine = loading.load(state, config.engine.model, config.engine.revision, config.engine.lora)   # serve's first load
     state.grammar_factory(engine)
     t3 = time.perf_counter()
     ids = engine.tokenizer.encode(engine.tokenizer.render_chat(PROMPT))
@@ -66,16 +68,26 @@ def engine_child(model: str, backend: str) -> None:
     phases = getattr(engine, "load_phases", {"from_gguf": engine.load_seconds})
     print(json.dumps({"imports": t1 - t0, **phases, "grammar": t3 - t1 - engine.load_seconds,
                       "first_forward": t4 - t3, "child_total": t4 - t0,
-                      "prompt_tokens": len(ids), "token": token, "modules": heavy}), flush=True)
+                      "prompt_tokens": len(ids), "token": token, "modules": heavy,
+                      "adapter": engine.adapter and engine.adapter["name"]}), flush=True)
 
 
 # ---- the runs ----------------------------------------------------------------------------
+def new_home(home: Path, model: Path, served: str) -> None:
+    """An empty data directory; a known model is served by name, as `make run` serves it (with its
+    shipped adapter), so the home gets the installed file under its catalog name."""
+    home.mkdir()
+    if served != str(model):
+        (home / "models").mkdir()
+        (home / "models" / model.name).symlink_to(model)
+
+
 def child_env(tree: Path, home: Path) -> dict:
     return dict(os.environ, PYTHONPATH=str(tree), SAMEVM_HOME=str(home), CUPY_CACHE_DIR=str(home / "cupy"),
                 PYTHONUNBUFFERED="1")
 
 
-def run_engine(tree: Path, home: Path, model: Path, backend: str) -> dict:
+def run_engine(tree: Path, home: Path, model: str, backend: str) -> dict:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--model", str(model), "--backend", backend]
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(tree, home),
@@ -119,9 +131,9 @@ def first_streamed_token(port: int, model_id: str) -> None:
     raise RuntimeError("the stream ended without a token")
 
 
-def run_server(tree: Path, home: Path, model: Path, backend: str, port: int) -> dict:
+def run_server(tree: Path, home: Path, model: str, backend: str, port: int) -> dict:
     log_path = home / "serve.log"
-    cmd = [sys.executable, "-m", "samevm", "-v", "serve", "--model", str(model), "--backend", backend,
+    cmd = [sys.executable, "-m", "samevm", "-v", "serve", "--model", model, "--backend", backend,
            "--port", str(port), "--no-resume"]
     with open(log_path, "w") as log:
         t0 = time.perf_counter()
@@ -136,7 +148,7 @@ def run_server(tree: Path, home: Path, model: Path, backend: str, port: int) -> 
                     answered = time.perf_counter() - t0
                 time.sleep(POLL_S)
             ready = time.perf_counter() - t0
-            first_streamed_token(port, model.stem)   # serve names a model given by path so
+            first_streamed_token(port, model if "/" not in model else Path(model).stem)  # serve's model id
             first = time.perf_counter() - t0
         finally:
             os.killpg(p.pid, signal.SIGTERM)
@@ -218,7 +230,9 @@ def main() -> None:
     from benchmarks.agent_suite import device_name, free_port
     from benchmarks.provenance import commit
     from runtime import catalog
-    model = catalog.resolve(args.model or catalog.DEFAULT_MODEL, args.home).resolve()
+    name = args.model or catalog.DEFAULT_MODEL
+    model = catalog.resolve(name, args.home).resolve()
+    served = name if name in catalog.KNOWN_MODELS else str(model)
     trees = dict(t.split("=", 1) for t in args.tree) if args.tree else {commit(): str(ROOT)}
     trees = {label: Path(d).resolve() for label, d in trees.items()}
     modes = args.modes.split(",")
@@ -232,13 +246,13 @@ def main() -> None:
                     if mode not in modes:
                         continue
                     home = Path(tmp) / f"{label}-{mode}-{rep}"
-                    home.mkdir()
+                    new_home(home, model, served)
                     for start in ("first", "later"):
                         if mode == "engine":
-                            r = run_engine(tree, home, model, args.backend)
+                            r = run_engine(tree, home, served, args.backend)
                             prompt_tokens = r["prompt_tokens"]
                         else:
-                            r = run_server(tree, home, model, args.backend, free_port())
+                            r = run_server(tree, home, served, args.backend, free_port())
                         r["loadavg"] = os.getloadavg()[0]
                         runs.setdefault((f"samevm@{label}", mode, start), []).append(r)
                         print(f"rep {rep} {label} {mode} {start}: {r['start_to_first_token_s']:.2f} s "
@@ -248,7 +262,7 @@ def main() -> None:
                 r["loadavg"] = os.getloadavg()[0]
                 runs.setdefault(("llama.cpp", "llama-bench", "later"), []).append(r)
                 print(f"rep {rep} llama.cpp: {r['start_to_first_token_s']:.2f} s", flush=True)
-    env = {"model": model.name, "backend": args.backend, "device": device_name(args.backend),
+    env = {"model": model.name, "served_as": served, "backend": args.backend, "device": device_name(args.backend),
            "cores": os.cpu_count(), "threads": args.threads, "python": sys.version.split()[0],
            "commit": commit(), "trees": {k: str(v) for k, v in trees.items()}, "reps": args.reps,
            "prompt_tokens": prompt_tokens, "date": time.strftime("%Y-%m-%d %H:%M"),

@@ -46,6 +46,10 @@ class ServerConfig:
         return self.home / "runtime" / "revisions"
 
     @property
+    def digest_cache(self) -> Path:
+        return self.home / "cache" / "digests"
+
+    @property
     def reload_dirs(self) -> tuple[Path, ...]:
         """Where /admin/reload may read a model: the served model's (and adapter's) folder, the data
         directory's installed models and trained revisions, and the configured roots."""

@@ -4,7 +4,8 @@ A reload loads the new GGUF beside the live engine (in a worker thread; the live
 serving), checks it against the live one (same architecture family, same tokenizer and
 vocabulary, finite logits and a short greedy generation), builds its grammar tokenizer, and
 only then swaps it in between two engine steps. The first load serves as soon as the engine
-is built; its grammar tokenizer follows in the background. Refusals: 422 for a file that cannot be loaded, 409 for one that loads but
+is built; its grammar tokenizer is built by the first request that needs one, or in the
+background soon after. Refusals: 422 for a file that cannot be loaded, 409 for one that loads but
 does not match or fails the smoke test; the old revision keeps serving either way.
 
 A revision is a GGUF and, optionally, a LoRA adapter folder served on it (runtime/lora.py):
@@ -18,7 +19,6 @@ replaced file never serves under the old revision's name.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +29,7 @@ import numpy as np
 
 from httpkit.errors import APIError
 from runtime.engine.llm_engine import LLMEngine
+from runtime.file_digest import file_digest
 from runtime.gguf import ModelLoadError, quick_digest
 from runtime.lora import AdapterError, revision_suffix, weights_sha256
 from runtime.sampling import SamplingParams
@@ -38,6 +39,7 @@ from runtime.server.state import ServerState
 log = logging.getLogger(__name__)
 SMOKE_PROMPT = "Hello"
 SMOKE_TOKENS = 4
+GRAMMAR_AFTER_S = 2.0
 
 
 class Refused(Exception):
@@ -46,10 +48,10 @@ class Refused(Exception):
         self.status, self.reason = status, reason
 
 
-def file_digest(path: str | Path) -> str:
-    """blake2b of the whole file (read once more right after the load: from the page cache)."""
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, lambda: hashlib.blake2b(digest_size=16)).hexdigest()
+def model_digest(state: ServerState, path: str | Path) -> str:
+    """blake2b of the whole GGUF (read beside the load: from the page cache), kept per file
+    version under the data directory: a later start of the same file does not read it again."""
+    return file_digest(path, "blake2b-128", state.config.digest_cache)
 
 
 def confined(state: ServerState, path: str, param: str = "path") -> Path:
@@ -133,7 +135,7 @@ def start(state: ServerState) -> None:
     if target and not same_files((target[0], adapter), (cfg.engine.model, cfg.engine.lora)):
         try:
             recorded = entry.get("digest")
-            if recorded is not None and file_digest(target[0]) != recorded:
+            if recorded is not None and model_digest(state, target[0]) != recorded:
                 raise Refused(409, f"{target[0]} changed since revision {target[1]} served")
             if adapter is not None and adapter_sha256(adapter) != entry.get("adapter_sha256"):
                 raise Refused(409, f"{adapter} changed since revision {target[1]} served")
@@ -145,7 +147,7 @@ def start(state: ServerState) -> None:
             log.warning("could not resume revision %s (%s); serving %s", target[1], e.reason, cfg.engine.model)
             engine = None
     with ThreadPoolExecutor(1) as pool:     # the digest reads the whole file, off the GIL: beside the load
-        digest = pool.submit(file_digest, engine.config.model if engine else cfg.engine.model)
+        digest = pool.submit(model_digest, state, engine.config.model if engine else cfg.engine.model)
         try:
             engine = engine or load(state, cfg.engine.model, cfg.engine.revision, cfg.engine.lora)
         except Refused as e:
@@ -154,10 +156,14 @@ def start(state: ServerState) -> None:
             return
         registry.activated(engine.revision, engine.config.model, "start", **facts(engine), digest=digest.result())
     state.loop = EngineLoop(engine)
-    # The grammar tokenizer (0.4 s from the cache, 1-2 s on a first start) is not needed for a
-    # first token: it is built once the model serves, and a request with a grammar (tools,
-    # response_format) waits on the factory's lock for what is left of it.
-    threading.Thread(target=state.grammar_factory, args=(engine,), name="grammar-tokenizer", daemon=True).start()
+    # The grammar tokenizer (0.4-0.7 s from the cache, 1-2 s on a first start) is not needed for
+    # a first token, and building it holds the GIL for most of that time: begun as the model
+    # went live, it held /health and a first plain request back by 0.5 s. The first request with
+    # a grammar (tools, response_format) builds it (waiting on the factory's lock, off the event
+    # loop); failing that, it is built in the background GRAMMAR_AFTER_S after the model serves.
+    later = threading.Timer(GRAMMAR_AFTER_S, state.grammar_factory, args=(engine,))
+    later.name, later.daemon = "grammar-tokenizer", True
+    later.start()
 
 
 async def swap_in(state: ServerState, path: str | None, revision: str | None, action: str,
@@ -180,7 +186,7 @@ async def swap_in(state: ServerState, path: str | None, revision: str | None, ac
             state.registry.refused(revision, path, action, "no such file")
             state.metrics.reloads.labels("refused").inc()
             raise APIError(422, f"no such model file: {path}", param="path", code="model_not_found")
-        digest = await anyio.to_thread.run_sync(file_digest, path)
+        digest = await anyio.to_thread.run_sync(model_digest, state, path)
         adapter_sha = None
         try:
             if adapter is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import shutil
 from pathlib import Path
 
@@ -60,6 +61,23 @@ def test_a_changed_shipped_adapter_is_refused_with_the_reason(known_tiny):
         served_lora(home, "--model", "tiny-known")
     weights.unlink()
     with pytest.raises(ModelLoadError, match="missing"):
+        served_lora(home, "--model", "tiny-known")
+
+
+def test_a_shipped_adapter_changed_after_its_check_is_refused(known_tiny, monkeypatch):
+    """Its digest is kept per file version (runtime/file_digest.py): the next check of the same
+    file is not read again, and a rewrite with the old size and mtime is still seen."""
+    from runtime import file_digest
+    monkeypatch.setattr(file_digest, "RACY_NS", 0)      # keep digests of files this test just wrote
+    home, folder = known_tiny
+    weights = folder / "adapter_model.safetensors"
+    before = weights.stat()
+    assert served_lora(home, "--model", "tiny-known") == str(folder)
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    os.utime(weights, ns=(before.st_atime_ns, before.st_mtime_ns))
+    with pytest.raises(ModelLoadError, match="sha256"):
         served_lora(home, "--model", "tiny-known")
 
 

@@ -86,6 +86,22 @@ def test_the_model_serves_before_its_grammar_tokenizer_and_a_grammar_request_wai
         assert message.get("tool_calls") and message["tool_calls"][0]["function"]["name"] == "add", message
 
 
+def test_the_first_request_with_a_grammar_builds_the_grammar_tokenizer(tiny_gguf, tmp_path, monkeypatch):
+    """Not begun as the model goes live (building it holds the GIL, and /health and a first plain
+    request waited on it): a plain request leaves it unbuilt, the first tool request builds it."""
+    monkeypatch.setattr(loading, "GRAMMAR_AFTER_S", 3600)
+    tool = {"type": "function", "function": {"name": "add", "parameters": {
+        "type": "object", "properties": {"a": {"type": "boolean"}}, "required": ["a"], "additionalProperties": False}}}
+    app = create_app(config(tiny_gguf("qwen2"), tmp_path))
+    with TestClient(base_url=LOCAL, app=app) as client:
+        wait_healthy(client)
+        assert client.post("/v1/chat/completions", json=ASK).status_code == 200
+        assert app.state.server.grammars == {}
+        r = client.post("/v1/chat/completions", json={**ASK, "max_tokens": 64, "tools": [tool], "tool_choice": "required"})
+        assert r.status_code == 200 and r.json()["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "add"
+        assert len(app.state.server.grammars) == 1
+
+
 def test_a_model_that_fails_to_load_says_why(tmp_path):
     bad = tmp_path / "broken.gguf"
     bad.write_bytes(b"GGUF" + b"\0" * 64)

@@ -1,0 +1,60 @@
+"""runtime/merge_quants.py against gguf-py's quants (the reference), bit for bit: Q5_0 and Q8_0
+rows unpacked from every byte pattern, Q8_0 made from values that round at exact halves, from
+all-zero blocks and from wide magnitudes, and a merged projection (rows past the last whole
+chunk included) equal to gguf-py's quantize of W + B A."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gguf import GGMLQuantizationType as Q
+from gguf import quants
+
+from runtime.gguf import GGUFTensor
+from runtime.lora import Factors
+from runtime.lora_merge import ROWS, merge_tensor
+from runtime.merge_quants import dequantize_rows, quantize_q8_0
+
+BLOCK_BYTES = {Q.Q5_0: 22, Q.Q8_0: 34}
+
+
+def raw_rows(qtype: Q, rows: int, cols: int, rng) -> np.ndarray:
+    """Random blocks: every quant byte pattern, finite f16 scales of both signs."""
+    raw = rng.integers(0, 256, (rows * cols // 32, BLOCK_BYTES[qtype]), dtype=np.uint8)
+    raw[:, :2] = rng.normal(0, 0.05, (len(raw), 1)).astype(np.float16).view(np.uint8)
+    return raw.reshape(rows, -1)
+
+
+@pytest.mark.parametrize("qtype", [Q.Q5_0, Q.Q8_0])
+def test_rows_dequantize_as_gguf_does(qtype):
+    raw = raw_rows(qtype, 48, 256, np.random.default_rng(1))
+    want = quants.dequantize(raw, qtype)
+    assert np.array_equal(dequantize_rows(qtype, raw, 256).view(np.uint32), want.view(np.uint32))
+
+
+def test_other_types_are_gguf_s_own():
+    w = np.random.default_rng(2).normal(size=(8, 64)).astype(np.float32)
+    raw = quants.quantize(w, Q.F16)
+    assert np.array_equal(dequantize_rows(Q.F16, raw, 64), quants.dequantize(raw, Q.F16))
+
+
+def test_q8_0_quantizes_as_gguf_does():
+    rng = np.random.default_rng(3)
+    w = rng.normal(size=(64, 256)).astype(np.float32) * np.logspace(-30, 30, 64, dtype=np.float32)[:, None]
+    w[0, :32] = 0                                               # d = 0
+    w[1, :32] = np.arange(-16, 16) + np.float32(0.5)            # amax 15.5: halves after scaling
+    w[2, :32] = [127.0, -127.0, 2.5, -2.5, 0.5, -0.5, 1.5, np.nextafter(np.float32(0.5), 0)] * 4   # d = 1: exact halves
+    w[3, :32] = -0.0
+    w[4, 32:64] = np.float32(1e-38)                             # subnormal scale
+    assert np.array_equal(quantize_q8_0(w), quants.quantize(w, Q.Q8_0))
+
+
+@pytest.mark.parametrize("qtype", [Q.Q5_0, Q.Q8_0])
+def test_a_merged_projection_is_gguf_s_quantize_of_w_plus_ba(qtype):
+    rng = np.random.default_rng(4)
+    rows, cols, r = ROWS * 2 + 22, 128, 8
+    base = GGUFTensor("blk.0.attn_q.weight", qtype, (rows, cols), raw_rows(qtype, rows, cols, rng))
+    f = Factors(rng.normal(0, 0.1, (r, cols)).astype(np.float32), rng.normal(0, 0.1, (rows, r)).astype(np.float32))
+    merged = merge_tensor(base, f, Q.Q8_0, "+lora")
+    want = quants.quantize(quants.dequantize(base.data, qtype) + f.b @ f.a, Q.Q8_0)
+    assert (merged.name, merged.qtype, merged.shape) == ("blk.0.attn_q.weight+lora", Q.Q8_0, (rows, cols))
+    assert np.array_equal(merged.data, want)
