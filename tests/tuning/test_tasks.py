@@ -155,3 +155,15 @@ def test_the_closing_recall_comes_in_the_same_session_or_a_new_one(plans):
     same = [t for t in recalls if not t.new_session]
     assert len(same) > 5 and all(t.steps[0].calls[0][0] != "memory_search" for t in same if t.kind == "recall_both")
     assert not any("again" in t.user.lower() for t in same)
+
+
+def test_queries_sometimes_read_the_schema_first_in_a_new_session_and_after_a_guessed_column(plans):
+    # a model that invented its table's columns must find them again, not guess twice
+    _, tasks = plans
+    schema = "SELECT sql FROM sqlite_master"
+    first_read = [t for task in tasks for t in task.turns if t.new_session and t.kind in ("recall_both", "recall_all")
+                  and any(a["sql"].startswith(schema) for s in t.steps[:2] for name, a in s.calls if name == "sql_query")]
+    after_guess = [t for task in tasks for t in task.turns if t.kind in ("recall_both", "recall_all")
+                   for i, s in enumerate(t.steps[:-1]) if s.fails and not s.train
+                   and t.steps[i + 1].calls[0][1].get("sql", "").startswith(schema)]
+    assert first_read and after_guess
