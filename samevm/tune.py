@@ -187,7 +187,7 @@ def train(settings: Settings, cfg: TuneConfig, bars: Bars, report: dict) -> tupl
                     len(pairs) / (cfg.orpo.batch_size * cfg.orpo.gradient_accumulation_steps))})
             bar = bars.bar("ORPO", params.max_steps, "step")
             orpo = train_orpo(model, load_tokenizer(cfg.base, cache), pairs, params,
-                              on_progress=bars.follow(bar), merge=False)
+                              on_progress=bars.follow(bar), merge=False, spell=spell)
             bar.close()
             report["orpo"] = {"metrics": orpo.metrics, "history": orpo.history, "params": params.model_dump()}
             model = orpo.model

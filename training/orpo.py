@@ -31,13 +31,26 @@ from training.dataset import PreferencePair, check_lengths
 from training.hf_model import pick_device
 from training.loss import orpo_loss
 from training.params import OrpoParams
+from training.steps import _spelled
 
 log = logging.getLogger(__name__)
 Progress = Callable[[dict], None]
 
 
 class OrpoTrainer(ORPOTrainer):
-    """TRL's trainer with our loss and the runtime's BOS convention."""
+    """TRL's trainer with our loss, the runtime's BOS convention, and the replies' tokens the
+    base cannot emit spelled as text (`spell`, training.steps.spellings), as SFT spells them."""
+
+    def __init__(self, *args, spell: frozenset[int] = frozenset(), **kwargs):
+        self.spell = spell                 # TRL tokenizes the datasets inside __init__
+        super().__init__(*args, **kwargs)
+
+    def build_tokenized_answer(self, prompt, answer):
+        tokens = super().build_tokenized_answer(prompt, answer)
+        if self.spell & set(tokens["input_ids"]):
+            tokens["input_ids"] = _spelled(self.processing_class, list(tokens["input_ids"]), self.spell)
+            tokens["attention_mask"] = [1] * len(tokens["input_ids"])
+        return tokens
 
     def odds_ratio_loss(self, chosen_logps, rejected_logps):
         # TRL's contract: (beta * log sigmoid(log_odds) per pair, chosen rewards, rejected
@@ -96,9 +109,10 @@ def _scores(trainer: OrpoTrainer) -> dict:
 
 
 def train_orpo(model: PreTrainedModel | PeftModel, tokenizer, pairs: list[PreferencePair], params: OrpoParams,
-               on_progress: Progress | None = None, merge: bool = True) -> TrainResult:
+               on_progress: Progress | None = None, merge: bool = True,
+               spell: frozenset[int] = frozenset()) -> TrainResult:
     """A LoRA adapter trained with ORPO on `pairs` (a new one, or the PeftModel's own),
-    merged into `model` unless merge=False."""
+    merged into `model` unless merge=False; `spell`: reply tokens written as text."""
     check_lengths(pairs, tokenizer, params.max_length)
     device = pick_device(params.device)
     data = Dataset.from_list([p.row() for p in pairs])
@@ -123,7 +137,7 @@ def train_orpo(model: PreTrainedModel | PeftModel, tokenizer, pairs: list[Prefer
         trainer = OrpoTrainer(model=model, args=args, train_dataset=data, eval_dataset=data,
                               processing_class=tokenizer,
                               peft_config=None if isinstance(model, PeftModel) else lora,
-                              callbacks=[ProgressCallback(record)])
+                              callbacks=[ProgressCallback(record)], spell=spell)
         trainer.remove_callback(PrinterCallback)      # progress goes through `record`, not print()
         before = _scores(trainer)
         t0 = time.monotonic()

@@ -90,8 +90,10 @@ def spellings(tokenizer, gguf_path: str | Path) -> frozenset[int]:
 
 
 def _backend(tokenizer):
-    """The `tokenizers` object under runtime.tokenizer.Tokenizer (or a transformers one)."""
-    return getattr(tokenizer, "backend", None) or tokenizer.hf.backend_tokenizer
+    """The `tokenizers` object under a transformers tokenizer or runtime.tokenizer.Tokenizer."""
+    if hasattr(tokenizer, "backend_tokenizer"):
+        return tokenizer.backend_tokenizer
+    return tokenizer.backend or tokenizer.hf.backend_tokenizer
 
 
 def _spelled(tokenizer, ids: list[int], spell: frozenset[int]) -> list[int]:

@@ -236,3 +236,20 @@ def test_call_tags_the_base_cannot_emit_are_spelled_as_text_the_servers_grammar_
         assert constraint.allowed()[t // 32] & np.int32(np.uint32(1 << (t % 32)).view(np.int32)), tok.token_text(t)
         constraint.advance(t)
     assert constraint.is_terminated()
+
+
+def test_orpo_spells_the_opening_tag_as_sft_does(tiny_gguf, tokenizer_cache):
+    # TRL tokenizes ORPO's pairs from text, which would turn the spelled tag back into the token
+    from training.orpo import OrpoTrainer
+
+    base = tiny_gguf("qwen2", tied=True, call_tags="untrained")
+    tok = Tokenizer(base, tokenizer_cache)
+    stops, spell = steps.stop_ids(tok, base), steps.spellings(tok, base)
+    record = next(r for r in agent_steps.steps() if r["kind"] == "call" and r.get("rejected"))
+    sft_ids = steps.to_example(tok, record, stops, spell).completion_ids
+    pair = steps.preference_pairs(tok, [record], max_length=4096)[0][0]
+    trainer = OrpoTrainer.__new__(OrpoTrainer)        # the tokenizing method alone, without a model
+    trainer.processing_class, trainer.spell = load_tokenizer(base, tokenizer_cache), spell
+    answer = trainer.build_tokenized_answer(pair.prompt, pair.chosen)
+    assert not spell & set(answer["input_ids"]) and len(answer["attention_mask"]) == len(answer["input_ids"])
+    assert list(answer["input_ids"]) == sft_ids
