@@ -168,7 +168,10 @@ def plot(records: list[dict], path: Path) -> None:
         ys = [j + i * height for j in range(len(suites))]
         cells = [latest.get((s, model, backend, adapter)) for s in suites]
         rates = [c["pass_rate"] if c else 0.0 for c in cells]
-        label = f"{short(model)} {backend}" + (f" + {adapter.split('@')[0]}" if adapter else "")
+        name, _, digest = (adapter or "").partition("@sha256:")
+        commits = sorted({c["commit"] for c in cells if c})
+        label = f"{short(model)} {backend}" + (f" + {name}" + (f"@{digest[:8]}" if digest else "") if adapter else "") \
+            + f" ({', '.join(commits)})"
         ax.barh(ys, rates, height=height, label=label)
         for y, c in zip(ys, cells):
             if c:
