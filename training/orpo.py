@@ -31,7 +31,7 @@ from training.dataset import PreferencePair, check_lengths
 from training.hf_model import pick_device
 from training.loss import orpo_loss
 from training.params import OrpoParams
-from training.steps import _spelled
+from training.steps import spelled
 
 log = logging.getLogger(__name__)
 Progress = Callable[[dict], None]
@@ -48,7 +48,7 @@ class OrpoTrainer(ORPOTrainer):
     def build_tokenized_answer(self, prompt, answer):
         tokens = super().build_tokenized_answer(prompt, answer)
         if self.spell & set(tokens["input_ids"]):
-            tokens["input_ids"] = _spelled(self.processing_class, list(tokens["input_ids"]), self.spell)
+            tokens["input_ids"] = spelled(self.processing_class, list(tokens["input_ids"]), self.spell)
             tokens["attention_mask"] = [1] * len(tokens["input_ids"])
         return tokens
 

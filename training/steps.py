@@ -96,7 +96,7 @@ def _backend(tokenizer):
     return tokenizer.backend or tokenizer.hf.backend_tokenizer
 
 
-def _spelled(tokenizer, ids: list[int], spell: frozenset[int]) -> list[int]:
+def spelled(tokenizer, ids: list[int], spell: frozenset[int]) -> list[int]:
     """`ids` with the tokens of `spell` written as text: each stretch between the other added
     tokens is encoded again as plain text, so the tag's letters merge with what follows as
     byte-pair encoding merges them ('>' and a newline make one token; llguidance refuses the
@@ -129,7 +129,7 @@ def _completion(tokenizer, record: dict, prompt_ids: list[int], reply: dict, sto
     if not ends:
         raise StepError(f"step {record.get('id')}: the rendered reply has no end-of-turn token")
     completion = completion[:ends[0] + 1]
-    return _spelled(tokenizer, completion, spell) if spell & set(completion) else completion
+    return spelled(tokenizer, completion, spell) if spell & set(completion) else completion
 
 
 def to_example(tokenizer, record: dict, stops: frozenset[int] | None = None,
