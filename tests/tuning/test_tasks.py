@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections import Counter
 
 import pytest
@@ -154,7 +155,7 @@ def test_the_closing_recall_comes_in_the_same_session_or_a_new_one(plans):
     assert first.count("memory_search") > 5
     same = [t for t in recalls if not t.new_session]
     assert len(same) > 5 and all(t.steps[0].calls[0][0] != "memory_search" for t in same if t.kind == "recall_both")
-    assert not any("again" in t.user.lower() for t in same)
+    assert not any(re.search(r"\b(hello|back) again", t.user.lower()) for t in same)   # a passage may say "again"
 
 
 def test_queries_sometimes_read_the_schema_first_in_a_new_session_and_after_a_guessed_column(plans):
