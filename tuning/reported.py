@@ -25,11 +25,12 @@ from tuning.plan import Step, TurnPlan
 from tuning.records import fmt, literal
 
 WRITES = ["sql_exec", "rag_ingest", "memory_add"]
-DBS = ("notes", "records", "facts", "workspace", "info", "mydata")
+DBS = ("notes", "records", "scratch", "workspace", "info", "mydata")
 TABLES = {"status": ("model_info", "serving_setup", "stack_details", "system_info", "model_card", "llm_setup",
                      "assistant_setup", "current_model", "setup_check"),
           "figure": ("summaries", "totals", "figures", "stats", "summary", "key_figures", "results_summary"),
-          "found": ("reference_facts", "facts", "kb_facts", "looked_up", "key_facts", "found_facts", "answers")}
+          "found": ("reference_notes", "kb_answers", "looked_up", "key_points", "found_values", "answers",
+                    "from_documents")}
 # column names per fact, one drawn per task: what a model reads off the report, never one fixed schema
 COLUMNS = {"model": ("model", "model_name", "model_id", "llm", "chat_model"),
            "revision": ("revision", "weights_revision", "model_revision", "rev"),
@@ -126,15 +127,16 @@ class ReportedTurns:
                 return t, False
         rng = self.rng
         taken = {t.name for t in self.report_tables} | {self.table.name}
-        name = rng.choice([n for n in TABLES[r.kind] if n not in taken] or [f"{r.kind}_{len(taken)}"])
         same_db = self.table.created and self.can_sql() and rng.random() < (0.8 if r.kind == "figure" else 0.4)
         db = self.table.db if same_db else rng.choice(DBS)
-        for _ in range(50):         # names whose statements share no run of words with the evaluation suites
+        for _ in range(50):         # names whose statements and mentions share no run of words with the suites
+            name = rng.choice([n for n in TABLES[r.kind] if n not in taken] or [f"{r.kind}_{len(taken)}"])
             columns = {n: rng.choice(COLUMNS[n]) for n in names}
             if r.kind == "figure" and "entry" in columns and rng.random() < 0.5:
                 columns["entry"] = self.d.key.name          # named as the records' key column is
             t = ReportTable(r.kind, db, name, columns, rng.random() < 0.3, self.session)
-            if not fence().leaks(t.create(facts) + " " + t.insert(facts, True)):
+            said = [t.create(facts), t.insert(facts, True), f"Stored in {self.where_style.format(table=name, db=db)}:"]
+            if not any(fence().leaks(text) for text in said):
                 break
         self.report_tables.append(t)
         return t, True
