@@ -152,8 +152,8 @@ class ReportedTurns:
         if r.kind == "found" and not with_source:
             facts = [f for f in facts if f.name != "source"]
         t, new = self.report_table(r, facts)
-        if not new:
-            user = self.pick(W.KEEP_MORE, stat=r.words)
+        if not new:             # a found answer's `words` is its question: not a name for it
+            user = self.pick([w for w in W.KEEP_MORE if r.kind == "figure" or "{stat}" not in w], stat=r.words)
         elif r.kind == "status":
             user = self.pick(W.KEEP_STATUS_NAMED, fields=W.series([f.words for f in facts])) if named else \
                 self.pick(W.KEEP_STATUS)
