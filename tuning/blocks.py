@@ -1,6 +1,6 @@
 """The turns a task is built from: one method each, in sql_turns.py (records kept, changed,
-queried and looked up again) and store_turns.py (knowledge base, memory, no tool, several
-stores at once).
+queried and looked up again), store_turns.py (knowledge base, memory, no tool, several
+stores at once) and reported.py (what a tool reported, kept on request and read back).
 
 A Builder holds what the conversation has done so far (the table and its rows, the texts
 filed, the notes saved, what the current session has said), so each turn's gold calls and
@@ -15,6 +15,7 @@ from tuning import wording as W
 from tuning.domains import Domain
 from tuning.plan import Step, TurnPlan
 from tuning.records import Table
+from tuning.reported import Report, ReportedTurns, ReportTable
 from tuning.schema import variant
 from tuning.sql_turns import SqlTurns
 from tuning.store_turns import StoreTurns
@@ -24,7 +25,7 @@ WHERE_STYLES = ("the {table} table of the SQLite database {db}", "table {table} 
                 "{db}.{table} (SQLite)", "the {db} database, table {table}", "SQLite: database {db}, table {table}")
 
 
-class Builder(SqlTurns, StoreTurns):
+class Builder(SqlTurns, StoreTurns, ReportedTurns):
     def __init__(self, rng: random.Random, domain: Domain, runtime_card: dict | None = None):
         self.rng, self.d = rng, variant(rng, domain)
         self.runtime_card = runtime_card      # what runtime_status reports to this task (runtime_stub.py)
@@ -38,6 +39,9 @@ class Builder(SqlTurns, StoreTurns):
         self.said: dict[str, dict] = {}   # key -> the record as the current session last heard it
         self.pending: list[dict] = []     # records told (mention) but not asked to be kept yet
         self.new_session = False
+        self.session = 0                  # sessions begun before the current one
+        self.reported: Report | None = None          # what the last turn's tool reported, to keep on request
+        self.report_tables: list[ReportTable] = []   # the tables kept reports went into
 
     # -- helpers ----------------------------------------------------------------------------
     def pick(self, templates, **slots) -> str:
@@ -52,11 +56,12 @@ class Builder(SqlTurns, StoreTurns):
         needs = {name for s in steps for name, _ in s.calls}
         plan = TurnPlan(user, steps, kind, expect or Expect(), new_session=self.new_session, needs=needs,
                         keys=keys or [])
-        self.new_session = False
+        self.new_session, self.reported = False, None
         return plan
 
     def session_break(self) -> None:
         self.new_session, self.knows_table, self.said, self.pending = True, False, {}, []
+        self.session, self.reported = self.session + 1, None
 
     def where(self) -> str:
         """How this task's answers and notes name the table: one way per task, chosen among

@@ -76,7 +76,8 @@ class SqlTurns:
         row[f.name] = new
         self.said[key] = dict(row)
         sql = f"UPDATE {t.name} SET {f.name} = {fmt(new)} WHERE {t.where(key)}"
-        absent = [key, fmt(old)] if len(fmt(old)) >= 3 and not t.has_row_with(key, old) else []
+        absent = [key, fmt(old)] if len(fmt(old)) >= 3 and not t.has_row_with(key, old) \
+            and not self.reports_hold(key, old) else []     # a kept figure may still name the old value
         expect = Expect(called=["sql_exec"], sql=[SqlExpect(contains=[key, fmt(new)], same_row=True, absent=absent)])
         steps = self.find_table() + [Step([("sql_exec", {"db": t.db, "sql": sql})])]
         where = self.where()
@@ -94,7 +95,7 @@ class SqlTurns:
         key = row[self.d.key.name]
         t.rows.remove(row)
         self.said.pop(key, None)
-        absent = [] if t.has_row_with(key) else [key]
+        absent = [] if t.has_row_with(key) or self.reports_hold(key) else [key]
         others = [r[self.d.key.name] for r in t.rows]
         expect = Expect(called=["sql_exec"], sql=[SqlExpect(contains=others, min_rows=len(others), absent=absent)])
         steps = self.find_table() + [Step([("sql_exec", {"db": t.db, "sql": f"DELETE FROM {t.name} WHERE {t.where(key)}"})])]
@@ -102,28 +103,33 @@ class SqlTurns:
         return self.turn(self.pick(W.DELETE, key=key), steps + [Step(
             answer=lambda results: f"Deleted {A.stored_rows(results)} row ({key}) from {where}.")], "delete", expect)
 
-    def query(self) -> TurnPlan | None:
-        """An aggregate over the stored rows, answered with the value the query returned."""
+    def query(self, ops: tuple = tuple(W.QUERY)) -> TurnPlan | None:
+        """An aggregate over the stored rows (one of `ops`), answered with the value the query
+        returned; the figure is left for a keep_figure to store."""
         t, rng, key = self.table, self.rng, self.d.key.name
         m = self.d.field(self.d.measure)
         values = [r[m.name] for r in t.rows]
-        op = rng.choice(list(W.QUERY))
-        threshold = None
+        op = rng.choice(list(ops))
+        threshold, entry = None, None
         if op == "sum":
+            figure = round(sum(values), 2) if m.kind == "real" else sum(values)
             sql, want = f"SELECT {'ROUND(SUM(%s), 2)' % m.name if m.kind == 'real' else 'SUM(%s)' % m.name} AS total FROM {t.name}", \
-                [fmt(round(sum(values), 2) if m.kind == "real" else sum(values))]
+                [fmt(figure)]
         elif op == "count":
-            sql, want = f"SELECT COUNT(*) FROM {t.name}", [str(len(values))]
+            figure = len(values)
+            sql, want = f"SELECT COUNT(*) FROM {t.name}", [str(figure)]
         elif op == "avg":
             mean = (Decimal(str(sum(values))) / len(values)).quantize(Decimal("0.01"), ROUND_HALF_UP)  # as SQLite rounds
-            sql, want = f"SELECT ROUND(AVG({m.name}), 2) AS average FROM {t.name}", [fmt(float(mean))]
+            figure = float(mean)
+            sql, want = f"SELECT ROUND(AVG({m.name}), 2) AS average FROM {t.name}", [fmt(figure)]
         elif op in ("max", "min"):
-            best = (max if op == "max" else min)(values)
-            if values.count(best) > 1:
+            figure = (max if op == "max" else min)(values)
+            if values.count(figure) > 1:
                 return None
-            row = next(r for r in t.rows if r[m.name] == best)
+            row = next(r for r in t.rows if r[m.name] == figure)
+            entry = row[key]
             sql = f"SELECT {key}, {m.name} FROM {t.name} ORDER BY {m.name} {'DESC' if op == 'max' else 'ASC'} LIMIT 1"
-            want = [row[key], fmt(best)]
+            want = [row[key], fmt(figure)]
         else:
             ordered = sorted(set(values))
             if len(ordered) < 2:
@@ -146,7 +152,13 @@ class SqlTurns:
             return f"{label} {A.rows_phrase(A.last_rows(results))} (from {where})."
         expect = Expect(called=["sql_query"], not_called=[] if any(s.fails for s in steps) else ["sql_exec"],
                         answer_contains=want)
-        return self.turn(user, steps + [Step(answer=answer)], "query", expect, want)
+        plan = self.turn(user, steps + [Step(answer=answer)], "query", expect, want)
+        if op != "above":
+            noun = m.name.replace("_", " ") if m.words.startswith("how") else m.words   # not "total how many"
+            stat = {"sum": f"total {noun}", "count": f"number of {self.d.things}", "avg": f"average {noun}",
+                    "max": f"highest {noun}", "min": f"lowest {noun}"}[op]
+            self.report_figure(stat, figure, entry)
+        return plan
 
     def wrong_query(self, sql: str) -> list[Step]:
         """Sometimes a first try that fails: the SELECT sent to sql_exec."""

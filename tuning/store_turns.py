@@ -60,8 +60,10 @@ class StoreTurns:
             return f'The knowledge base says (source "{source}"): {found}' if found else \
                 "The knowledge base has nothing on that."
         expect = Expect(called=["rag_search"], not_called=WRITES, answer_contains=[key])
-        return self.turn(self.pick(W.SEARCH, question=question), [Step([("rag_search", args)]), Step(answer=answer)],
+        plan = self.turn(self.pick(W.SEARCH, question=question), [Step([("rag_search", args)]), Step(answer=answer)],
                          "search", expect, [key])
+        self.report_found(source, question, key)
+        return plan
 
     def documents(self) -> TurnPlan:
         """What the knowledge base holds, from its own list."""
@@ -166,19 +168,23 @@ class StoreTurns:
     def status(self) -> TurnPlan:
         """What serves the user, from runtime_status, quoted as the tool reported it."""
         c = self.runtime_card
-        phrase = self.rng.choice([
-            "You are talking to {model} (revision {revision}) on the {backend} backend, with a context of "
-            "{context_length} tokens.",
-            "The runtime serves {model}, a {architecture} model, on {backend}; it takes {context_length} tokens of context.",
-            "Model: {model}. Backend: {backend}. Context length: {context_length} tokens."])
+        phrase, quoted = self.rng.choice([
+            ("You are talking to {model} (revision {revision}) on the {backend} backend, with a context of "
+             "{context_length} tokens.", ["model", "revision", "backend", "context_length"]),
+            ("The runtime serves {model}, a {architecture} model, on {backend}; it takes {context_length} tokens of "
+             "context.", ["model", "architecture", "backend", "context_length"]),
+            ("Model: {model}. Backend: {backend}. Context length: {context_length} tokens.",
+             ["model", "backend", "context_length"])])
 
         def answer(results):
             found = [d["runtime"] for d in A.ok_data(results) if d.get("runtime", {}).get("healthy")]
             return phrase.format(**found[0]) if found else "The runtime does not answer right now."
         want = [c["id"], c["backend"], str(c["context_length"])]
         expect = Expect(called=["runtime_status"], not_called=WRITES, answer_contains=want)
-        return self.turn(self.pick(W.STATUS), [Step([("runtime_status", {})]), Step(answer=answer)],
+        plan = self.turn(self.pick(W.STATUS), [Step([("runtime_status", {})]), Step(answer=answer)],
                          "status", expect, want)
+        self.report_status(quoted)
+        return plan
 
     def irrelevant(self) -> TurnPlan:
         rng = self.rng

@@ -21,7 +21,8 @@ def records(b: Builder) -> list[TurnPlan]:
     turns = [b.small_talk(intent=rng.random() < 0.5)] if rng.random() < 0.3 else []
     turns.append(b.keep(rng.randint(2, 4)))
     for _ in range(rng.randint(2, 7)):
-        turns.append(next_turn(b, ["add", "update", "delete", "query", "lookup", "from_conversation", "irrelevant"]))
+        turns.append(next_turn(b, ["add", "update", "delete", "query", "lookup", "from_conversation", "irrelevant",
+                                   "keep_reported", "lookup_reported"]))
     return turns + ([b.small_talk(closing=True)] if rng.random() < 0.4 else [])
 
 
@@ -54,6 +55,43 @@ def later(b: Builder) -> None:
         b.session_break()
 
 
+def reported(b: Builder) -> list[TurnPlan]:
+    """A tool reports something (the runtime's card, an aggregate of the stored records, a
+    passage found) and the user asks to keep it, in words that never repeat the values; later
+    turns sometimes read it back from its table."""
+    rng = b.rng
+    turns = [b.small_talk()] if rng.random() < 0.2 else []
+    source = rng.choice(["status", "figure", "found"])
+    if source == "figure":
+        turns.append(b.keep(rng.randint(2, 4)))
+        turns += [next_turn(b, ["add", "update", "lookup"]) for _ in range(rng.randint(0, 2))]
+        turns.append(figure(b))
+        if b.rng.random() < 0.35:             # a second figure, kept in the same table
+            first = b.reported.words
+            turns += [b.keep_reported(), figure(b, other_than=first)]
+    elif source == "found":
+        turns += [b.file() for _ in range(rng.randint(1, 2))]
+        if rng.random() < 0.4:
+            b.session_break()
+        turns.append(b.search())
+    if b.reported is None:          # the passage's answer was a bare number: keep the runtime's card instead
+        turns.append(b.status())
+    turns.append(b.keep_reported())
+    for _ in range(rng.randint(0, 3)):
+        turns.append(next_turn(b, ["lookup_reported", "lookup_reported", "status", "query", "search", "keep_reported",
+                                   "irrelevant", "from_conversation"]))
+    return turns
+
+
+def figure(b: Builder, other_than: str = "") -> TurnPlan:
+    """A query whose answer is one figure, not the one called `other_than` (a tie for the
+    largest value is drawn again)."""
+    while True:
+        turn = b.query(ops=("sum", "count", "avg", "max", "min"))
+        if turn is not None and b.reported.words != other_than:
+            return turn
+
+
 def all_in_one(b: Builder) -> list[TurnPlan]:
     turns = [b.all_in_one()]
     if b.rng.random() < 0.5:
@@ -68,6 +106,8 @@ def knowledge(b: Builder) -> list[TurnPlan]:
     if b.rng.random() < 0.5:
         b.session_break()
         turns.append(b.search())
+    if b.reported and b.rng.random() < 0.2:
+        turns.append(b.keep_reported())
     return turns + ([b.irrelevant()] if b.rng.random() < 0.3 else [])
 
 
@@ -79,8 +119,11 @@ def memory(b: Builder) -> list[TurnPlan]:
 
 def chat(b: Builder) -> list[TurnPlan]:
     rng = b.rng
-    turns = [b.small_talk()] + [rng.choice([b.irrelevant, b.note_in_message, b.status])()
-                                for _ in range(rng.randint(1, 3))]
+    turns = [b.small_talk()]
+    for _ in range(rng.randint(1, 3)):
+        turns.append(rng.choice([b.irrelevant, b.note_in_message, b.status])())
+        if b.reported and rng.random() < 0.2:
+            turns.append(b.keep_reported())
     return turns + ([b.small_talk(closing=True)] if rng.random() < 0.5 else [])
 
 
@@ -120,6 +163,8 @@ BLOCKS = {
     "recall_both": (2, lambda b: b.table.rows and b.filed and b.can_sql(), lambda b: b.recall_both()),
     "mention": (1, lambda b: not b.pending and len(b.table.rows) < b.d.key.distinct, lambda b: b.mention(b.rng.randint(2, 3))),
     "keep_those": (4, lambda b: b.pending and (not b.table.created or b.can_sql()), lambda b: b.keep_those()),
+    "keep_reported": (2, lambda b: b.reported, lambda b: b.keep_reported()),
+    "lookup_reported": (2, lambda b: b.known_reports(), lambda b: b.lookup_reported()),
 }
 
 
@@ -142,7 +187,7 @@ def next_turn(b: Builder, allowed: list[str]) -> TurnPlan:
 
 FLOWS = {"records": (4, records), "persistence": (2, persistence), "intake": (3, intake), "all_in_one": (1, all_in_one),
          "knowledge": (1, knowledge), "memory": (1, memory), "chat": (2, chat), "recovery": (2, recovery),
-         "mixed": (4, mixed)}
+         "mixed": (4, mixed), "reported": (1, reported)}
 
 
 def add_fault(turn: TurnPlan, name: str, rng: random.Random) -> bool:

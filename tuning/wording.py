@@ -391,6 +391,77 @@ SIMILAR = (
     "{question} Which of these texts answers that best?\n{options}",
     "Rank these by how close they are in meaning to \"{question}\" and give me the best one:\n{options}",
 )
+KEEP_STATUS = (    # the details runtime_status just reported, kept as a row
+    "Keep those details in a table so I have them on record.",
+    "save what you just reported about the model, one row in a table",
+    "Could you store that setup information somewhere I can look it up later?",
+    "Put those details into the database, please, exactly as you found them.",
+    "Write that down as a row: everything you just told me about the model.",
+    "I'd like a record of this configuration. Make a table for it and add what you found.",
+    "log that for me -- model and all -- in a table",
+    "Store the details you just looked up, copied exactly.",
+    "Please keep a record of this model's details in the database.",
+    "hang on to that info, in a table please",
+)
+KEEP_STATUS_NAMED = (
+    "Store the {fields} you just found in a table.",
+    "save the {fields} as a row, I will want them again",
+    "Make a small table with the {fields} from that check, please.",
+    "Keep the {fields} on record in the database -- copy them exactly.",
+    "could you record the {fields} you reported? a table is fine",
+    "Put the {fields} into a new table for me.",
+    "I want the {fields} written down somewhere I can query. One row is enough.",
+)
+KEEP_FIGURE = (     # the value an aggregate query just returned, kept in a summary table
+    "Save that figure in a summary table.",
+    "keep that {stat} somewhere -- a separate table for summaries is fine",
+    "Please record that result as a row of its own, in a new table.",
+    "Store the {stat} you just got, so I can look it up later without working it out again.",
+    "note that number down in the database, apart from the {things}",
+    "Can you keep that as a summary row? Label it so I know what it is.",
+    "I want that {stat} on record. Put it in its own table.",
+    "log that result for me in a table of figures",
+    "Hold on to that {stat}: a little table of summaries will do.",
+)
+KEEP_FOUND = (      # a value a knowledge-base passage just gave, kept as a row
+    "Keep that figure from the passage in a table, please.",
+    "save what the knowledge base just told you as a row I can query",
+    "Record that in the database so I don't have to search again.",
+    "I'd like that value on record. Make a table for facts like this and add it.",
+    "store the answer you found, exactly as the text gave it",
+    "Could you note that down as a row in a table?",
+    "Put that answer in a table of its own for quick lookups.",
+)
+KEEP_FOUND_SOURCE = (
+    "Put that answer into a table, with the document it came from.",
+    "Save the answer and its source as a row in a table.",
+    "keep that fact in the database, and which document said it",
+    "Record what you found and where you found it, in a table.",
+    "Make a row of that: the answer, plus the name of the text it was in.",
+)
+KEEP_MORE = (       # another figure or fact, into the table the last one went to
+    "Add that to the same table as the last one.",
+    "put that {stat} in with the figure you saved before",
+    "Record this one as well, next to the earlier row.",
+    "log that one too, same place as before",
+    "Keep that {stat} alongside the other, please.",
+)
+LOOKUP_REPORTED = (  # a kept value read back from its table
+    "What {fact} did you save earlier? Read it back from the table.",
+    "check the table you made: what's the {fact}?",
+    "Look up the stored {fact} for me -- from the database, not from memory.",
+    "Which {fact} is on record? Query the table.",
+    "Read me the {fact} you kept, as stored.",
+    "just to confirm, what {fact} did you write into the table?",
+    "Query what you saved: the {fact}, please.",
+)
+LOOKUP_FOUND = (
+    "You saved something from the knowledge base earlier. Read it back from the table: {question}",
+    "check the table of facts you made -- {question_lc}",
+    "From the row you stored, not the documents: {question}",
+    "Look it up in the table you just filled: {question}",
+    "{question} Answer from the stored row, please.",
+)
 GREETING = ("Hello!", "hey there", "Good morning, how are things?", "Hi, are you there?", "Evening!",
             "How are you today?", "hi! what can you help me with?", "hi", "Hello there!", "morning!",
             "Hey, good to see you.", "hiya", "Good afternoon!", "Hello again, hope you're well.",
@@ -446,6 +517,11 @@ WORDS = ("harbour", "lantern", "meadow", "circuit", "granite", "velvet", "orchar
 
 
 NUMBERS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve")
+
+
+def series(items: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def count_words(n: int) -> str:

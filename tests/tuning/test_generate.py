@@ -79,32 +79,60 @@ def _task_with(kind: str, schemas: list[dict]):
 def test_a_task_plays_and_its_checks_pass(shared, worker_url):
     registry, probe = shared
     task, _ = _task_with("keep", registry.openai_tools())
-    with runtime_stub() as runtime:     # a status turn reads the card this task's plan knows, as generate.py serves it
-        registry = build_registry(ToolContext(worker_url=worker_url, runtime_url=f"{runtime}/{task.id}"))
-        outcome = play(task, registry, probe)
+    outcome = _play_with_card(task, worker_url, probe)
     assert outcome.kept, outcome.problems
 
 
+@pytest.mark.parametrize("kind", ["keep_status", "keep_figure", "keep_found"])
+def test_what_a_tool_reported_is_kept_as_the_tool_said_it(shared, worker_url, kind):
+    # the task passes its store checks, and every value the keep stores (and its answer quotes)
+    # was in an earlier tool result of the session, as the model saw it, not in the request
+    registry, probe = shared
+    task, turn = _task_with(kind, registry.openai_tools())
+    outcome = _play_with_card(task, worker_url, probe)
+    assert outcome.kept, outcome.problems
+    def asked(record: dict) -> int:
+        return max(i for i, m in enumerate(record["messages"]) if m["role"] == "user")
+    steps = [r for r in outcome.examples if r["messages"][asked(r)]["content"] == turn.user]
+    inserts = [c for r in steps for c in r["chosen"]["tool_calls"] if "INSERT" in c["function"]["arguments"]]
+    assert steps and inserts and turn.keys, task.id
+    messages = steps[-1]["messages"][:asked(steps[-1]) + 1]
+    told = " ".join(m["content"] for m in messages if m["role"] == "tool")
+    for value in turn.keys:
+        assert value in told and value not in turn.user, value
+        assert any(value in json.loads(c["function"]["arguments"])["sql"] for c in inserts), value
+        assert value in steps[-1]["chosen"]["content"], value
+
+
+def _play_with_card(task, worker_url, probe):
+    """Play `task` as generate.py does: a status turn reads the card this task's plan knows."""
+    with runtime_stub() as runtime:
+        return play(task, build_registry(ToolContext(worker_url=worker_url, runtime_url=f"{runtime}/{task.id}")), probe)
+
+
 SPOILED = {"keep": "sql:", "file": "rag top-", "note": "memory note saved", "query": "answer contains",
-           "lookup": "answer contains"}
+           "lookup": "answer contains", "keep_status": "(keep_status): sql:", "keep_figure": "(keep_figure): sql ",
+           "keep_found": "(keep_found): sql:", "lookup_reported": "answer contains"}
 
 
 @pytest.mark.parametrize("kind", list(SPOILED))
-def test_spoiled_gold_work_fails_the_store_checks(shared, kind):
+def test_spoiled_gold_work_fails_the_store_checks(shared, worker_url, kind):
     """The gold calls still succeed, but the last one stores another value (or the answer leaves
     the values out): the checks on the stores and the answer catch it."""
     registry, probe = shared
     task, turn = _task_with(kind, registry.openai_tools())
     last = max(i for i, s in enumerate(turn.steps) if s.calls)
     name, args = turn.steps[last].calls[-1]
-    if kind in ("query", "lookup"):
+    if kind in ("query", "lookup", "lookup_reported"):
         turn.steps[-1] = Step(answer=lambda results: "I checked, it is all fine.")
-    elif kind == "keep":
-        key = turn.expect.sql[-1].contains[0]
-        turn.steps[last].calls[-1] = (name, {**args, "sql": args["sql"].replace(f"'{key}'", "'spoiled'")})
+    elif kind.startswith("keep"):          # a reported value is the last one of a keep_figure's row
+        value = turn.expect.sql[-1].contains[-1 if kind == "keep_figure" else 0]
+        spoiled = args["sql"].replace(f"'{value}'", "'spoiled'").replace(f", {value})", ", -1)")
+        assert spoiled != args["sql"]
+        turn.steps[last].calls[-1] = (name, {**args, "sql": spoiled})
     else:
         turn.steps[last].calls[-1] = (name, {**args, "text": "Something unrelated entirely."})
-    outcome = play(task, registry, probe)
+    outcome = _play_with_card(task, worker_url, probe)
     assert not outcome.kept
     assert any(SPOILED[kind] in p for p in outcome.problems), outcome.problems
     assert not any(re.match(r"t\d+\.\d+: ", p) for p in outcome.problems), outcome.problems    # no call failed
