@@ -9,6 +9,7 @@ checks follow from it.
 from __future__ import annotations
 
 import random
+import re
 
 from agents.suite import Expect
 from tuning import wording as W
@@ -21,6 +22,7 @@ from tuning.sql_turns import SqlTurns
 from tuning.store_turns import StoreTurns
 
 
+MISSES = ("savings", "overview", "history", "archive", "stuff", "summary", "details", "logbook")
 WHERE_STYLES = ("the {table} table of the SQLite database {db}", "table {table} in the {db} database",
                 "{db}.{table} (SQLite)", "the {db} database, table {table}", "SQLite: database {db}, table {table}")
 
@@ -35,6 +37,7 @@ class Builder(SqlTurns, StoreTurns, ReportedTurns):
         self.passages_used: set = set()                          # the domain's Backgrounds drawn so far
         self.prefs: list[str] = []
         self.where_note = False
+        self.notes: list[str] = []         # every memory note's text and tags, as saved
         self.knows_table = False          # the current session has seen the database and table names
         self.said: dict[str, dict] = {}   # key -> the record as the current session last heard it
         self.pending: list[dict] = []     # records told (mention) but not asked to be kept yet
@@ -85,5 +88,10 @@ class Builder(SqlTurns, StoreTurns, ReportedTurns):
             return []
         assert self.where_note
         self.knows_table = True
+        saved = {w for n in self.notes for w in re.findall(r"\w+", n.lower())}
+        missing = [w for w in MISSES if not any(v.startswith(w[:4]) or w.startswith(v[:4]) for v in saved)]
+        if missing and self.rng.random() < 0.25:
+            # a word no note holds finds nothing: every note is read, rather than a store guessed
+            return [Step([("memory_search", {"query": self.rng.choice(missing)})]), Step([("memory_read", {})])]
         return [Step([("memory_search", {"query": self.d.things})])]
 

@@ -120,6 +120,7 @@ class StoreTurns:
         args = {"text": text}
         if rng.random() < 0.4:
             args["tags"] = [slug(self.d.things, 1), "location" if self.table.db in want else "preference"]
+        self.notes.append(" ".join([text, *args.get("tags", [])]))
         expect = Expect(called=["memory_add"], not_called=["sql_exec", "rag_ingest"], memory=[MemoryExpect(contains=want)])
         reply = rng.choice(["Noted: {}", "Saved to memory: {}", "I'll remember that. The note reads: {}",
                             "Done, my memory now holds: {}"]).format(text)
@@ -208,6 +209,7 @@ class StoreTurns:
         pref = self.rng.choice(self.d.prefs)
         self.prefs.append(pref)
         text = f"Preference: the user prefers {pref}. The {self.d.things} are in {self.where()}; background is in the knowledge base as \"{filed.steps[0].calls[0][1]['source']}\"."
+        self.notes.append(text)
         calls = [c for s in kept.steps if s.calls for c in s.calls] + filed.steps[0].calls + [("memory_add", {"text": text})]
         if self.rng.random() < 0.5:
             steps = [Step(calls)]

@@ -230,3 +230,17 @@ def test_a_kept_report_is_read_back_by_a_query_of_its_own_table(plans):
                 assert name == "sql_query" and table in made, (task.id, a)
                 assert all(v in made[table] for v in t.keys) and "sql_query" in t.expect.called
     assert lookups > 10
+
+
+def test_a_memory_search_that_finds_nothing_is_followed_by_reading_every_note(plans):
+    # v5 searched its memory for a word its note did not hold, found nothing and guessed a database
+    _, tasks = plans
+    pairs = [(t.steps[i].calls[0][1]["query"], task) for task in tasks for t in task.turns if t.new_session
+             for i in range(len(t.steps) - 1)
+             if t.steps[i].calls and t.steps[i].calls[0][0] == "memory_search" and t.steps[i + 1].calls
+             and t.steps[i + 1].calls[0][0] == "memory_read"]
+    assert len(pairs) > 3
+    for word, task in pairs:
+        notes = " ".join(a["text"] + " " + " ".join(a.get("tags", [])) for t in task.turns for s in t.steps
+                         for name, a in s.calls if name == "memory_add").lower()
+        assert word not in notes, (task.id, word)
