@@ -310,9 +310,12 @@ class GGUFTensor:
     def nbytes(self) -> int:
         return int(self.data.nbytes)
 
-    def dequantize(self) -> np.ndarray:
-        """float32 values of the tensor's logical shape (gguf-py's own dequantize)."""
-        return np.asarray(quants.dequantize(self.data, self.qtype), dtype=np.float32).reshape(self.shape)
+    def dequantize(self, rows: list[int] | None = None) -> np.ndarray:
+        """float32 values of the tensor's logical shape (gguf-py's own dequantize), or of the
+        matrix rows `rows` only ([len(rows), in_features])."""
+        if rows is None:
+            return np.asarray(quants.dequantize(self.data, self.qtype), dtype=np.float32).reshape(self.shape)
+        return np.asarray(quants.dequantize(self.data[rows], self.qtype), dtype=np.float32).reshape(len(rows), -1)
 
 
 @dataclass(slots=True)

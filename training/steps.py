@@ -83,10 +83,11 @@ def spellings(tokenizer, gguf_path: str | Path) -> frozenset[int]:
     if not opening:
         return frozenset()
     model = load_gguf(gguf_path)
-    head = np.asarray(model.tensor("output.weight" if model.has("output.weight") else "token_embd.weight").dequantize(),
-                      dtype=np.float32)
-    blank = head[-1]
-    return frozenset(i for i in opening if i < len(head) - 1 and np.linalg.norm(head[i] - blank) < 0.05 * np.linalg.norm(blank))
+    head = model.tensor("output.weight" if model.has("output.weight") else "token_embd.weight")
+    last = head.shape[0] - 1
+    opening = [i for i in opening if i < last]
+    *rows, blank = head.dequantize(opening + [last])
+    return frozenset(i for i, row in zip(opening, rows) if np.linalg.norm(row - blank) < 0.05 * np.linalg.norm(blank))
 
 
 def _backend(tokenizer):
