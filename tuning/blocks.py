@@ -37,6 +37,7 @@ class Builder(SqlTurns, StoreTurns, ReportedTurns):
         self.passages_used: set = set()                          # the domain's Backgrounds drawn so far
         self.prefs: list[str] = []
         self.where_note = False
+        self.avoided = None              # (field, value): the records a memory note rules out
         self.notes: list[str] = []         # every memory note's text and tags, as saved
         self.knows_table = False          # the current session has seen the database and table names
         self.said: dict[str, dict] = {}   # key -> the record as the current session last heard it

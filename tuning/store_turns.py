@@ -11,7 +11,7 @@ from agents.suite import Expect, MemoryExpect, RagExpect
 from tuning import answers as A
 from tuning import wording as W
 from tuning.plan import Step, TurnPlan
-from tuning.records import fmt
+from tuning.records import fmt, literal
 from tuning.sql_turns import EVERY_STORE
 
 WRITES = ["sql_exec", "rag_ingest", "memory_add"]
@@ -283,3 +283,59 @@ class StoreTurns:
         user = self.pick(self.greeting_fits(W.RECALL_ALL), field=f.words, key=key, question=question)
         return self.turn(user, steps + [Step(answer=answer)], "recall_all", expect, want)
 
+
+    # -- a choice among the records that a remembered constraint narrows ---------------------
+    def avoid(self) -> TurnPlan | None:
+        """A constraint on the records, kept as a memory note: no record whose text field has
+        a value that some stored rows have and others lack. None when no field splits the rows."""
+        rows, rng = self.table.rows, self.rng
+        splits = [(f, v) for f in self.d.fields[1:] if f.kind == "text"
+                  for v in sorted({r[f.name] for r in rows}) if 0 < sum(r[f.name] == v for r in rows) < len(rows)]
+        if not splits:
+            return None
+        f, value = rng.choice(splits)
+        self.avoided = (f, value)
+        text = rng.choice([f"The user avoids {self.d.things} whose {f.words} is {value}.",
+                           f"Constraint ({self.d.things}): never suggest one with {f.words} {value}.",
+                           f"The user does not want {self.d.things} with {f.words} {value}."])
+        args = {"text": text} if rng.random() < 0.6 else {"text": text, "tags": [slug(self.d.things, 1), "constraint"]}
+        self.notes.append(" ".join([text, *args.get("tags", [])]))
+        expect = Expect(called=["memory_add"], not_called=["sql_exec", "rag_ingest"], memory=[MemoryExpect(contains=[value])])
+        reply = rng.choice(["Noted: {}", "Saved to memory: {}", "I'll keep that in mind. The note reads: {}"]).format(text)
+        user = self.pick(W.NOTE_AVOID, field=f.words, value=value)
+        return self.turn(user, [Step([("memory_add", args)]), Step(answer=lambda _: reply)], "avoid", expect)
+
+    def choose(self) -> TurnPlan | None:
+        """A suggestion among the stored records that honours the remembered constraint: the
+        note is read and the table queried (in a new session the same search finds where the
+        table is), and the answer names the records the constraint leaves. None when it leaves none."""
+        t, rng = self.table, self.rng
+        f, value = self.avoided
+        key = self.d.key.name
+        allowed = [r[key] for r in t.rows if r[f.name] != value]
+        if not allowed or not (self.knows_table or self.where_note):
+            return None
+        words = [w for w in self.d.things.split() if len(w) > 3]
+        memory = ("memory_search", {"query": rng.choice(words)}) if words and rng.random() < 0.75 else ("memory_read", {})
+        filtered = rng.random() < 0.4
+        sql = f"SELECT {f.name}, {key} FROM {t.name}"
+        steps = [Step([memory])]
+        if self.knows_table and not filtered and rng.random() < 0.5:
+            steps = []                                   # the note and the rows fetched side by side
+        else:
+            sql += f" WHERE {f.name} != {literal(value)}" if filtered else ""
+        self.knows_table = True
+        query = ("sql_query", {"db": t.db, "sql": sql})
+        steps += self.schema_first(f, sql) + [Step([memory, query] if not steps else [query])]
+        where = self.where()
+
+        def answer(results):
+            left = [fmt(r[1]) for r in A.last_rows(results) if r[0] != value]
+            out = [k for k in (r[key] for r in t.rows) if fmt(k) not in left]
+            said = f"Leaving out {', '.join(map(fmt, out))} ({f.words} {value}, which you avoid), " if out else \
+                f"None of them has {f.words} {value}, which you avoid, so "
+            return said + (f"I'd suggest {W.series(left)} (from {where})." if left else f"{where} has nothing left to suggest.")
+        want = [fmt(k) for k in allowed]
+        expect = Expect(called=["sql_query"], called_any=[["memory_search", "memory_read"]], not_called=WRITES,
+                        answer_contains=want)
+        return self.turn(self.pick(self.greeting_fits(W.CHOOSE)), steps + [Step(answer=answer)], "choose", expect, want)

@@ -92,6 +92,25 @@ def figure(b: Builder, other_than: str = "") -> TurnPlan:
             return turn
 
 
+def decide(b: Builder) -> list[TurnPlan]:
+    """Records kept, a constraint on them remembered, and later (often a new session, the table
+    found through the note of where it is) a suggestion among them that honours the constraint."""
+    rng = b.rng
+    turns = [b.keep(rng.randint(3, 5))]
+    turns += [next_turn(b, ["add", "lookup", "query"]) for _ in range(rng.randint(0, 1))]
+    if rng.random() < 0.6:
+        turns.append(b.note(where=True))
+    avoid = b.avoid()
+    if avoid is None:
+        return turns + [next_turn(b, ["lookup", "query"])]
+    turns.append(avoid)
+    if b.where_note and rng.random() < 0.6:
+        b.session_break()
+    elif rng.random() < 0.4:
+        turns.append(next_turn(b, ["irrelevant", "small_talk", "lookup"]))
+    return turns + [b.choose()]
+
+
 def all_in_one(b: Builder) -> list[TurnPlan]:
     turns = [b.all_in_one()]
     if b.rng.random() < 0.5:
@@ -187,7 +206,7 @@ def next_turn(b: Builder, allowed: list[str]) -> TurnPlan:
 
 FLOWS = {"records": (4, records), "persistence": (2, persistence), "intake": (3, intake), "all_in_one": (1, all_in_one),
          "knowledge": (1, knowledge), "memory": (1, memory), "chat": (2, chat), "recovery": (2, recovery),
-         "mixed": (4, mixed), "reported": (1, reported)}
+         "mixed": (4, mixed), "reported": (1, reported), "decide": (2, decide)}
 
 
 def add_fault(turn: TurnPlan, name: str, rng: random.Random) -> bool:

@@ -305,6 +305,26 @@ NOTE_PREF_WHERE = (  # a preference and the table's place in one note
     "For next time, remember {pref} is what I prefer, and where my {things} live.",
     "Keep one memory note with my preference for {pref} and the location of my {things}.",
 )
+NOTE_AVOID = (      # a constraint on the records, to remember: none with this value
+    "Remember for later: I don't want any {things} whose {field} is {value}.",
+    "Please note in your memory that {value} is out for me -- no {things} with {field} {value}.",
+    "save to memory: skip {things} with {field} {value}, I'm avoiding that",
+    "From now on, leave out anything with {field} {value}. Make a note of it.",
+    "Keep a note for future sessions: {field} {value} doesn't work for me.",
+    "I've had enough of {value} ({field}). Remember that, please.",
+    "note this down for later: {value} as {field} is a no-go for us",
+)
+
+CHOOSE = (          # a pick among the stored records, honouring what the notes rule out
+    "Which of my {things} would you suggest right now? Take into account anything you've noted about me.",
+    "Pick one of my {things} for me -- and mind what I told you before.",
+    "what would you recommend from my {things}? check your notes about me first",
+    "Help me choose among the {things} I have stored. Don't forget what I asked you to remember.",
+    "Which {things} are still an option for me, given what you remember?",
+    "Hi again. Suggest something from my {things}, respecting what I asked you to note.",
+    "I need to decide on one of the {things} I keep. Which fit, going by your notes?",
+)
+
 RECALL_PREF = (
     "What did I tell you I prefer? Check your notes.",
     "Do you have a note about my preferences? Look in memory.",

@@ -104,6 +104,23 @@ def test_what_a_tool_reported_is_kept_as_the_tool_said_it(shared, worker_url, ki
         assert value in steps[-1]["chosen"]["content"], value
 
 
+def test_a_suggestion_leaves_out_the_records_a_remembered_constraint_rules_out(shared, worker_url):
+    # the suggestion is read off the rows the worker returned and the note saved earlier: the
+    # records whose field holds the avoided value are left out of what is suggested, every other is in
+    registry, probe = shared
+    task, turn = _task_with("choose", registry.openai_tools())
+    outcome = _play_with_card(task, worker_url, probe)
+    assert outcome.kept, outcome.problems
+    note = next(a["text"] for t in task.turns if t.kind == "avoid" for s in t.steps for n, a in s.calls if n == "memory_add")
+    final = next(r for r in outcome.examples if r["kind"] == "answer" and r["turn_kind"] == "choose")
+    rows = [row for m in final["messages"] if m["role"] == "tool"
+            for row in json.loads(m["content"])["data"].get("rows", []) if len(row) == 2]
+    suggested = final["chosen"]["content"].split("suggest", 1)[1]
+    ruled_out = [key for value, key in rows if f" {value}." in note]
+    left = [key for value, key in rows if f" {value}." not in note]
+    assert left and all(k in suggested for k in left) and not any(k in suggested for k in ruled_out), (note, rows)
+
+
 def _play_with_card(task, worker_url, probe):
     """Play `task` as generate.py does: a status turn reads the card this task's plan knows."""
     with runtime_stub() as runtime:
@@ -112,7 +129,7 @@ def _play_with_card(task, worker_url, probe):
 
 SPOILED = {"keep": "sql:", "file": "rag top-", "note": "memory note saved", "query": "answer contains",
            "lookup": "answer contains", "keep_status": "(keep_status): sql:", "keep_figure": "(keep_figure): sql ",
-           "keep_found": "(keep_found): sql:", "lookup_reported": "answer contains"}
+           "keep_found": "(keep_found): sql:", "lookup_reported": "answer contains", "choose": "answer contains"}
 
 
 @pytest.mark.parametrize("kind", list(SPOILED))
@@ -123,7 +140,7 @@ def test_spoiled_gold_work_fails_the_store_checks(shared, worker_url, kind):
     task, turn = _task_with(kind, registry.openai_tools())
     last = max(i for i, s in enumerate(turn.steps) if s.calls)
     name, args = turn.steps[last].calls[-1]
-    if kind in ("query", "lookup", "lookup_reported"):
+    if kind in ("query", "lookup", "lookup_reported", "choose"):
         turn.steps[-1] = Step(answer=lambda results: "I checked, it is all fine.")
     elif kind.startswith("keep"):          # a reported value is the last one of a keep_figure's row
         value = turn.expect.sql[-1].contains[-1 if kind == "keep_figure" else 0]
