@@ -206,24 +206,30 @@ class StoreTurns:
         kept = self.keep(self.rng.randint(1, 3))
         filed = self.file()
         self.where_note = True
-        pref = self.rng.choice(self.d.prefs)
-        self.prefs.append(pref)
-        text = f"Preference: the user prefers {pref}. The {self.d.things} are in {self.where()}; background is in the knowledge base as \"{filed.steps[0].calls[0][1]['source']}\"."
+        source = filed.steps[0].calls[0][1]["source"]
+        where_only = self.rng.random() < 0.5      # the note says where things went, and nothing more
+        if where_only:
+            pref, want = "", [self.table.db, "knowledge base"]
+            text = f"The user's {self.d.things} are in {self.where()}; the background text is in the knowledge base as \"{source}\"."
+        else:
+            pref = self.rng.choice(self.d.prefs)
+            self.prefs.append(pref)
+            want = [pref]
+            text = f"Preference: the user prefers {pref}. The {self.d.things} are in {self.where()}; background is in the knowledge base as \"{source}\"."
         self.notes.append(text)
         calls = [c for s in kept.steps if s.calls for c in s.calls] + filed.steps[0].calls + [("memory_add", {"text": text})]
         if self.rng.random() < 0.5:
             steps = [Step(calls)]
         else:
             steps = [s for s in kept.steps if s.calls] + [filed.steps[0], Step([calls[-1]])]
-        source = filed.steps[0].calls[0][1]["source"]
         where = self.where()
         steps.append(Step(answer=lambda results: f"Stored {A.stored_rows(results)} rows in {where}, filed the text as "
                                                  f'"{source}" in the knowledge base, and saved a memory note.'))
         expect = Expect(called=["sql_exec", "rag_ingest", "memory_add"], sql=kept.expect.sql, rag=filed.expect.rag,
-                        memory=[MemoryExpect(contains=[pref])])
+                        memory=[MemoryExpect(contains=want)])
         records = [r for r in self.table.rows[-len(kept.expect.sql):]]
-        user = self.pick(W.ALL_IN_ONE, records=self.records_phrase(records), passage=filed.steps[0].calls[0][1]["text"],
-                         pref=pref)
+        user = self.pick(W.ALL_IN_ONE_WHERE if where_only else W.ALL_IN_ONE, records=self.records_phrase(records),
+                         passage=filed.steps[0].calls[0][1]["text"], pref=pref)
         return self.turn(user, steps, "all_in_one", expect)
 
     def recall_both(self) -> TurnPlan:

@@ -115,7 +115,7 @@ def all_in_one(b: Builder) -> list[TurnPlan]:
     turns = [b.all_in_one()]
     if b.rng.random() < 0.5:
         b.session_break()
-        turns.append(b.recall_all())
+        turns.append(b.recall_all() if b.prefs else b.recall_both())
     return turns
 
 
@@ -204,7 +204,7 @@ def next_turn(b: Builder, allowed: list[str]) -> TurnPlan:
             return turn
 
 
-FLOWS = {"records": (4, records), "persistence": (2, persistence), "intake": (3, intake), "all_in_one": (1, all_in_one),
+FLOWS = {"records": (4, records), "persistence": (2, persistence), "intake": (3, intake), "all_in_one": (3, all_in_one),
          "knowledge": (1, knowledge), "memory": (1, memory), "chat": (2, chat), "recovery": (2, recovery),
          "mixed": (4, mixed), "reported": (1, reported), "decide": (2, decide)}
 

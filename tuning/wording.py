@@ -397,6 +397,19 @@ ALL_IN_ONE = (
     "Can you handle all of this now? Keep these {things} in a table: {records}. File this text: "
     '"{passage}" Remember that I prefer {pref}.',
 )
+ALL_IN_ONE_WHERE = (  # several stores in one request, the note to say where each thing went
+    'Record {records} in a table, put the following into the knowledge base: "{passage}" -- and then write yourself a '
+    "memory note about where you put each. Summarise at the end.",
+    "Several jobs: my {things} ({records}) go into SQLite; \"{passage}\" goes into the knowledge base; "
+    "and a note in your memory should say where both ended up.",
+    'keep {records} in the database, add "{passage}" to the knowledge base, then note down for yourself '
+    "where you stored them",
+    "Please do three things. 1) Put {records} in a table. 2) File \"{passage}\" as background. 3) Save a "
+    "memory note saying which store holds what. Report back briefly.",
+    'Can you store {records} as {things}, put "{passage}" into the knowledge base and leave a memory note of '
+    "where each one lives? Then tell me what you did.",
+)
+
 DOCUMENTS = (
     "Which texts have you filed in the knowledge base so far?",
     "list the documents in the knowledge base",
