@@ -11,7 +11,7 @@ failed call stops the rest of its reply, which may depend on it. Results go back
 
 A model's mistake becomes an observation: a failed tool (its error, after `tool_retries`
 retries of a retryable one), a call already made this turn (not run again: see repeats.py),
-a reply cut at max_tokens. An answer given in the same reply as calls stands only if they
+a reply cut at max_tokens, a call the server refused to promote. An answer given in the same reply as calls stands only if they
 all succeeded. Bugs in our code and an unreachable runtime raise.
 """
 from __future__ import annotations
@@ -60,9 +60,10 @@ class Agent:
             turn.steps.append(step)
             calls = [c for c in reply.calls if c.name != prompts.FINAL_ANSWER_NAME]
             answer = prompts.final_answer(reply.calls) if reply.calls else reply.content.strip() or None
-            if not reply.calls and reply.finish_reason == "length":   # cut off mid-call or mid-answer
-                step.kind, step.observation = "cut_off", prompts.CUT_OFF
-                new += [{"role": "assistant", "content": reply.content}, {"role": "user", "content": prompts.CUT_OFF}]
+            unusable = None if reply.calls else self._unusable(reply)
+            if unusable:                         # no call came through and the text is no answer
+                step.kind, step.observation = unusable
+                new += [{"role": "assistant", "content": reply.content}, {"role": "user", "content": step.observation}]
                 errors += 1
                 continue
             records = self._execute(calls, guard)
@@ -87,6 +88,16 @@ class Agent:
                           finish_reason=reply.finish_reason, awareness=reply.awareness,
                           prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
                           latency_s=reply.latency_s)
+
+    @staticmethod
+    def _unusable(reply: Reply) -> tuple[str, str] | None:
+        """A reply cut off mid-call or mid-answer, or a call the server refused (the lenient
+        grammar let it through but its arguments failed validation): an observation, not the answer."""
+        if reply.finish_reason == "length":
+            return "cut_off", prompts.CUT_OFF
+        if reply.call_errors:
+            return "tool_error", prompts.REFUSED + " ".join(reply.call_errors)
+        return None
 
     def _execute(self, calls: list[Call], guard: RepeatGuard) -> list[ToolCallRecord]:
         """Run `calls` in the order written. A repeat of a call made earlier in the turn is not

@@ -10,6 +10,7 @@ unknown tool name is a protocol error.
 from __future__ import annotations
 
 import json
+import logging
 from importlib.metadata import version
 
 import anyio
@@ -19,6 +20,8 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
 from tools.registry import Registry
+
+log = logging.getLogger(__name__)
 
 SERVER_NAME = "samevm"
 INSTRUCTIONS = ("Tools of the local samevm stack: SQL databases, a document index (RAG), embeddings, "
@@ -37,7 +40,12 @@ def build_server(registry: Registry) -> Server:
     async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
         if params.name not in registry.tools:
             raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}")
-        envelope = await anyio.to_thread.run_sync(registry.call, params.name, params.arguments or {})
+        try:
+            envelope = await anyio.to_thread.run_sync(registry.call, params.name, params.arguments or {})
+        except Exception as e:        # a bug in a handler: the client gets an error result, the log the trace
+            log.exception("tool %s failed", params.name)
+            envelope = {"ok": False, "error": f"internal error in {params.name}: {type(e).__name__}: {e}",
+                        "retryable": False}
         return types.CallToolResult(content=[types.TextContent(text=json.dumps(envelope, ensure_ascii=False))],
                                     structured_content=envelope, is_error=not envelope["ok"])
 

@@ -2,16 +2,16 @@
 handler. The registry imports no tool; tool modules register their typed functions with
 `@registry.tool(toolset=...)`.
 
-`call` never raises: it validates the arguments against the schema, runs the handler and
-returns an envelope, {"ok": true, "data": ...} or {"ok": false, "error": "...",
-"retryable": bool}, so a model's mistake becomes an observation it can correct. A null given
+`call` validates the arguments against the schema, runs the handler and returns an envelope,
+{"ok": true, "data": ...} or {"ok": false, "error": "...", "retryable": bool}, so a model's
+mistake (an unknown tool, bad arguments, a ToolError the handler raises) becomes an
+observation it can correct. Any other exception is a bug in our code and raises. A null given
 for an optional argument counts as not given (small models write every parameter out).
 """
 from __future__ import annotations
 
 import inspect
 import json
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -20,8 +20,6 @@ from jsonschema import Draft202012Validator
 
 from tools.context import ToolContext, ToolError
 from tools.schema import function_schema
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +96,6 @@ class Registry:
             data = tool.handler(self.context, **arguments) if tool.wants_context else tool.handler(**arguments)
         except ToolError as e:
             return error(str(e), e.retryable)
-        except Exception as e:  # a handler bug must not take the agent down; it is logged in full
-            log.exception("tool %s failed", name)
-            return error(f"{name} failed: {type(e).__name__}: {e}")
+        # Anything else is a bug in a handler: it raises, so it is seen and fixed rather than
+        # shown to the model as if the model had erred (the MCP and HTTP boundaries report it).
         return ok(data)

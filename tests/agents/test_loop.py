@@ -7,7 +7,7 @@ import pytest
 
 from agents import prompts
 from agents.model import ModelError
-from tests.agents.fake_model import answer, call, calls, cut, text
+from tests.agents.fake_model import answer, call, calls, cut, malformed, text
 
 
 def tool_messages(request: dict) -> list[dict]:
@@ -116,6 +116,18 @@ def test_a_reply_cut_off_at_the_token_limit_is_an_observation(agent_for, registr
     turn = agent.run("1+1", registry.openai_tools())
     assert [s.kind for s in turn.steps] == ["cut_off", "calls", "answer"]
     assert fake.requests[1]["messages"][-1] == {"role": "user", "content": prompts.CUT_OFF}
+    assert counter.calls == [("add", {"a": 1, "b": 1})]
+
+
+def test_a_call_the_server_refused_is_an_observation_not_the_answer(agent_for, registry, counter):
+    # the lenient grammar let a call through that failed validation: its text is no answer
+    refused = '<tool_call>\n{"name": "add", "arguments": {"a": "one", "b": 1}}\n</tool_call>'
+    agent, fake = agent_for([malformed(refused, "add: a: 'one' is not of type 'integer'"), call("add", a=1, b=1),
+                             text("2")])
+    turn = agent.run("1+1", registry.openai_tools())
+    assert [s.kind for s in turn.steps] == ["tool_error", "calls", "answer"] and turn.answer == "2"
+    told = fake.requests[1]["messages"][-1]
+    assert told["role"] == "user" and "'one' is not of type 'integer'" in told["content"]
     assert counter.calls == [("add", {"a": 1, "b": 1})]
 
 
