@@ -9,6 +9,7 @@ import re
 
 from agents.suite import Expect, MemoryExpect, RagExpect
 from tuning import answers as A
+from tuning import general
 from tuning import wording as W
 from tuning.plan import Step, TurnPlan
 from tuning.records import fmt, literal
@@ -188,7 +189,13 @@ class StoreTurns:
         return plan
 
     def irrelevant(self) -> TurnPlan:
+        """A request no tool fits: half the time arithmetic or a word game, else a general
+        request (code, a translation, a fact, a term: general.py), answered in text."""
         rng = self.rng
+        if rng.random() < 0.5:
+            user, reply, key = general.request(rng)
+            return self.turn(user, [Step(answer=lambda _: reply)], "general",
+                             Expect(not_called=EVERY_STORE, answer_contains=[key]), [key])
         op = rng.choice(list(W.IRRELEVANT))
         a, b, word = rng.randint(3, 99), rng.randint(3, 99), rng.choice(W.WORDS)
         value = {"multiply": a * b, "add": a + b, "reverse": word[::-1], "celsius": fmt(a * 9 / 5 + 32),
