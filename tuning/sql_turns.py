@@ -86,7 +86,12 @@ class SqlTurns:
             n = A.stored_rows(results)
             return f"Updated {n} row in {where}: {key} now has {f.words} {fmt(new)}." if n else \
                 f"No row of {where} matched {key}; nothing changed."
-        user = self.pick(W.UPDATE, field=f.words, key=key, new=fmt(new), old=fmt(old))
+        said_new, said_old = fmt(new), fmt(old)
+        if f.kind == "real" and rng.random() < 0.3:           # money as people write it: 94.50
+            said_new, said_old = f"{new:.2f}", f"{old:.2f}"
+        unnamed = all(fmt(row[g.name]) != fmt(old) for g in self.numeric())   # no other field of the row says old
+        templates = W.UPDATE_UNNAMED if unnamed and rng.random() < 0.3 else W.UPDATE
+        user = self.pick(templates, field=f.words, key=key, new=said_new, old=said_old)
         return self.turn(user, steps + [Step(answer=answer)], "update", expect)
 
     def delete(self) -> TurnPlan:

@@ -75,6 +75,13 @@ UPDATE = (
     "I misread my notes -- for {key} the {field} is {new}, not {old}. Can you change the row?",
     "Revise the entry for {key} so its {field} says {new}.",
 )
+UPDATE_UNNAMED = (  # the field left out: the old value says which one
+    "Oops, {key} was actually {new}, not {old}. Please fix that.",
+    "wrong number for {key}: it's {new}, not {old}",
+    "{key}: {new} rather than {old}, sorry. Correct it please.",
+    "I said {old} for {key} but it was {new}. Can you fix the record?",
+    "Mistake on my side -- {key} should be {new} instead of {old}.",
+)
 DELETE = (
     "Remove {key} from the {things}, that entry was a mistake.",
     "delete the {key} record please",
