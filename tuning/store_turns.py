@@ -108,16 +108,14 @@ class StoreTurns:
                         f"knowledge base (sources {sources}).")
                 user, want = self.pick(W.NOTE_WHERE_ALL), [self.table.db, "knowledge base"]
             elif rng.random() < 0.3:
-                pref = rng.choice([p for p in self.d.prefs if p not in self.prefs] or self.d.prefs)
-                self.prefs.append(pref)
-                text = f"The user prefers {pref}. Their {self.d.things} are kept in {self.where()}."
-                user, want = self.pick(W.NOTE_PREF_WHERE, pref=pref), [pref, self.table.db]
+                pref, stmt, clause = self.statement()
+                text = f"{clause}. Their {self.d.things} are kept in {self.where()}."
+                user = self.pick(W.NOTE_STATEMENT_WHERE, stmt=stmt) if stmt else self.pick(W.NOTE_PREF_WHERE, pref=pref)
+                want = [pref, self.table.db]
         else:
-            pref = rng.choice([p for p in self.d.prefs if p not in self.prefs] or self.d.prefs)
-            self.prefs.append(pref)
-            text = rng.choice([f"Preference: the user prefers {pref}.",
-                               f"User preference ({self.d.things}): the user prefers {pref}."])
-            user, want = self.pick(W.NOTE_PREF, pref=pref), [pref]
+            pref, stmt, clause = self.statement()
+            text = rng.choice([f"{clause}.", f"Note ({self.d.things}): {clause[0].lower()}{clause[1:]}."])
+            user, want = (self.pick(W.NOTE_STATEMENT, stmt=stmt) if stmt else self.pick(W.NOTE_PREF, pref=pref)), [pref]
         args = {"text": text}
         if rng.random() < 0.4:
             args["tags"] = [slug(self.d.things, 1), "location" if self.table.db in want else "preference"]
@@ -127,18 +125,31 @@ class StoreTurns:
                             "Done, my memory now holds: {}"]).format(text)
         return self.turn(user, [Step([("memory_add", args)]), Step(answer=lambda _: reply)], "note", expect)
 
+    def statement(self) -> tuple[str, str, str]:
+        """A preference not stated yet, as (the thing, the user's sentence or "" for the plain
+        "I prefer" wordings, the note's clause keeping the user's subject and verb)."""
+        rng = self.rng
+        pref = rng.choice([p for p in self.d.prefs if p not in self.prefs] or self.d.prefs)
+        self.prefs.append(pref)
+        if rng.random() < 0.35:
+            return pref, "", f"The user prefers {pref}"
+        (first, third), (subject, noted, person) = rng.choice(W.RELATIONS), rng.choice(W.SUBJECTS)
+        self.relations[pref] = third
+        return pref, f"{subject} {first if person == 1 else third} {pref}", f"{noted} {third} {pref}"
+
     def recall(self) -> TurnPlan:
         pref = self.rng.choice(self.prefs)
-        # the search matches whole words: every preference note says "prefers", but the note that also
-        # says where the table is never says "preference", so that word would miss it
-        query = self.rng.choice(["prefers", pref])
+        # the search matches whole words: the note holds the preference's words (and "prefers"
+        # only where the user said prefer)
+        query = pref if pref in self.relations or self.rng.random() < 0.5 else "prefers"
         call = ("memory_search", {"query": query}) if self.rng.random() < 0.8 else ("memory_read", {})
 
         def answer(results):
             hits = [n for n in A.notes(results) if pref in n]
             return f"Your note says: {hits[0]}" if hits else "I have no note about that."
         expect = Expect(called_any=[["memory_search", "memory_read"]], not_called=WRITES, answer_contains=[pref])
-        return self.turn(self.pick(W.RECALL_PREF), [Step([call]), Step(answer=answer)], "recall", expect, [pref])
+        asks = W.RECALL_ABOUT if pref in self.relations else W.RECALL_PREF
+        return self.turn(self.pick(asks), [Step([call]), Step(answer=answer)], "recall", expect, [pref])
 
     def note_in_message(self) -> TurnPlan:
         record = self.table.new_record(self.rng)
@@ -274,13 +285,13 @@ class StoreTurns:
         query = f"SELECT {f.name} FROM {t.name} WHERE {t.where(key)}"
         sql = ("sql_query", {"db": t.db, "sql": query})
         search = ("rag_search", {"query": question})
-        memory = ("memory_search", {"query": "prefers"})
+        memory = ("memory_search", {"query": pref})
         if self.knows_table:
             steps = self.schema_first(f, query)
             steps += [Step([sql, search, memory])] if rng.random() < 0.5 else [Step([sql]), Step([search]), Step([memory])]
         else:
             self.knows_table = True
-            steps = [Step([("memory_search", {"query": self.d.things + " prefers"})])] + self.schema_first(f, query)
+            steps = [Step([("memory_search", {"query": f"{self.d.things} {pref}"})])] + self.schema_first(f, query)
             steps += [Step([sql, search])]
         where = self.where()
 

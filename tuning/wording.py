@@ -273,6 +273,37 @@ NOTE_PREF = (
     "One thing about me worth remembering: I prefer {pref}.",
     "note my preference for {pref}, please, so you know next time",
 )
+# How a user states a liking or a dislike, and how a note keeps it: (verb after I/we, after he/she).
+# A note keeps the user's relation (an allergy stays an allergy, a dislike a dislike), not "prefers".
+RELATIONS = (("prefer", "prefers"), ("like", "likes"), ("love", "loves"), ("dislike", "dislikes"),
+             ("can't stand", "can't stand"), ("want to avoid", "wants to avoid"), ("always go for", "always goes for"),
+             ("don't want", "doesn't want"), ("never pick", "never picks"))
+SUBJECTS = (("I", "The user", 1), ("I", "The user", 1), ("we", "The user's household", 1),
+            ("my partner", "The user's partner", 3), ("my manager", "The user's manager", 3))
+NOTE_STATEMENT = (  # {stmt}: "I dislike X", "my partner can't stand X"
+    "Remember for next time that {stmt}.",
+    "Make a memory note: {stmt}.",
+    "please save to your memory that {stmt}",
+    "Keep in mind from now on: {stmt}. Save that to memory.",
+    "It'd help if you remembered that {stmt}.",
+    "add to your notes: {stmt}",
+    "One thing worth remembering for later sessions: {stmt}.",
+    "For future conversations, note this down: {stmt}.",
+)
+NOTE_STATEMENT_WHERE = (
+    "Remember that {stmt}, and also where you put the {things}.",
+    "For later sessions, keep a note that {stmt}, and of which database has my {things}.",
+    "Put in a memory note that {stmt} and where my {things} are stored.",
+    "remember two things for next time: {stmt}, and which table has the {things}",
+    "Note in memory: {stmt}. In the same note, say where the {things} are.",
+)
+RECALL_ABOUT = (    # a recall worded for any relation, not only a preference
+    "What did I ask you to remember about me? Check your notes.",
+    "search your memory: what did I tell you about my likes and dislikes?",
+    "Anything in your notes about what I want or don't want?",
+    "remind me what you noted about me, from your memory",
+)
+
 NOTE_WHERE = (
     "Jot down in your memory where the {things} live now.",
     "Save a note in memory about where you put my {things}, so you can find them next time.",
