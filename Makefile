@@ -39,8 +39,8 @@ browser:
 	    || echo "make setup: could not install chromium; the console's browser tests will be skipped"; \
 	else echo "make setup: no chromium and not root: run 'sudo apt-get install chromium' for the console's browser tests (skipped without it)"; fi
 
-# The main job: start the stack on the default model for this machine (the 1.5B on a GPU, the
-# 0.5B on the CPU), run the canonical 5-turn suite through the agent, print each turn's
+# The main job: start the stack on the default model (the 0.5B with its tools adapter, on a GPU
+# and on the CPU), run the canonical 5-turn suite through the agent, print each turn's
 # transcript, the pass/fail table and what failed (report under .samevm/suites/).
 run: setup
 	$(BIN)/samevm models fetch

@@ -21,13 +21,13 @@ def suite_cli(worker, monkeypatch, tmp_path):
     the scripted model as the runtime and the real worker, both attached by the supervisor."""
     url, worker_port, home = worker
 
-    def run(script, *args: str):
+    def run(script, *args: str, strict: bool = True):
         runtime_port = free_port()
         monkeypatch.setenv("SAMEVM_RUNTIME_PORT", str(runtime_port))
         monkeypatch.setenv("SAMEVM_WORKER_PORT", str(worker_port))
         out = tmp_path / f"report-{runtime_port}"
         with ScriptedModel(script, port=runtime_port) as fake:
-            code = main(["--home", str(home), "suite", *args, "--out", str(out), "--quiet", "--strict"])
+            code = main(["--home", str(home), "suite", *args, "--out", str(out), "--quiet", *["--strict"] * strict])
         assert (out / "transcript.txt").is_file()
         return code, json.loads((out / "report.json").read_text()), fake
     return run
@@ -35,16 +35,6 @@ def suite_cli(worker, monkeypatch, tmp_path):
 
 def checks(report: dict) -> dict[str, bool]:
     return {c["check"]: c["ok"] for c in report["runs"][0]["turns"][0]["checks"]}
-
-
-DOES_THE_WORK = [
-    call("sql_exec", db="suite_s0", sql="CREATE TABLE deploys (service TEXT, version TEXT, day TEXT)"),
-    calls(("sql_exec", {"db": "suite_s0", "sql": "INSERT INTO deploys VALUES ('orion', '4.2.1', '2026-11-20')"}),
-          ("rag_ingest", {"text": NOTE.format(run="s0"), "source": "orion-notes-s0"}),
-          ("memory_add", {"text": "Orion's deploy record is in the deploys table of suite_s0; release notes are in "
-                                  "the knowledge base."})),
-    text("Stored the deploy row, the release note and a memory note."),
-]
 
 
 DOES_THE_WORK = [
@@ -78,6 +68,13 @@ def test_claiming_without_doing_fails_every_store_check(suite_cli):
     code, report, _ = suite_cli([text("Done: I stored the deploy, the note and the memory.")], "freeform")
     assert code == 1
     assert [name for name, ok in checks(report).items() if ok] == ["did not call runtime_status"]
+
+
+def test_without_strict_a_failing_suite_reports_and_exits_cleanly(suite_cli):
+    # `make run` runs the suite this way: the failures are in the report, the command ends with 0
+    code, report, _ = suite_cli([text("Done: I stored the deploy, the note and the memory.")], "freeform",
+                                strict=False)
+    assert code == 0 and report["summary"]["pass_rate"] == 0.0 and not all(checks(report).values())
 
 
 def test_wrong_value_fails_the_database_check(suite_cli):
