@@ -2,6 +2,10 @@
 #ifndef KERN_API_H
 #define KERN_API_H
 #include <stdint.h>
+/* From this many tokens a product is prefill-shaped (AVX512: row-interleaved tiles, 64 rows a
+ * tile); below it, decode-shaped (a token a sequence: each weight block read once for all of
+ * them, tiles sized for the threads). */
+#define PREFILL_MIN 16
 typedef void (*unpack_fn)(const uint8_t *, int, uint8_t *, float *, float *);
 struct kern {
     void (*quantize)(const float *x, int K, int8_t *xq, float *xh, float *xsd);

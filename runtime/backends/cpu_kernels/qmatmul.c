@@ -116,7 +116,7 @@ static void tile_rows(const struct mjob *j, int i, struct scratch *sc, float *ou
                    a->n_q, a->first, a->D, a->scale, out, ldo);
         return;
     }
-    int step = j->T == 1 ? 16 : j->tile;         /* decode rows are unpacked 16 at a time */
+    int step = j->T < PREFILL_MIN ? 16 : j->tile;    /* decode rows are unpacked 16 at a time */
     for (int a = r0; a < r1; a += step) {
         int b = a + step < r1 ? a + step : r1;
         K_->rows(j->unpack, j->w, j->row_bytes, a, b, j->K, P.xq, P.xh, P.xsd, j->T, out + (a - r0), ldo,
@@ -298,10 +298,11 @@ int sv_matmul(int type, const uint8_t *w, long row_bytes, int N, int K, int T, f
     if (!u || K % 32 || K != P.xK || T != P.xT) return -1;
     /* decode: about eight tiles a thread (at least 64 rows: a claim costs a shared cache line);
      * prefill: 64 rows for all T tokens */
-    int tile = T == 1 ? ((N + 8 * P.n - 1) / (8 * P.n) + 15) / 16 * 16 : 64;
+    int decode = T < PREFILL_MIN;
+    int tile = decode ? ((N + 8 * P.n - 1) / (8 * P.n) + 15) / 16 * 16 : 64;
     if (tile < 64) tile = 64;
     int tiles = (N + tile - 1) / tile;
-    int unpacked = T == 1 ? 16 : tile;                 /* rows in the unpack scratch at once */
+    int unpacked = decode ? 16 : tile;                 /* rows in the unpack scratch at once */
     size_t q = (size_t)unpacked * K, h = (size_t)unpacked * (K / 16);
     if (reserve(tiles, q, h)) return -1;
     struct mjob j = { u, w, row_bytes, N, K, tile, tiles, T, y, ldy, 0 };
