@@ -69,6 +69,24 @@ def test_blocks_match_the_reference(qtype, level):
     np.testing.assert_array_equal(y, one_by_one)
 
 
+@pytest.mark.parametrize("tokens", [2, 3, 5, 9])
+@pytest.mark.parametrize("qtype", BLOCK_TYPES, ids=lambda q: q.name)
+def test_decode_batches_compute_every_row_against_the_reference(qtype, tokens, level):
+    """A decode step of several sequences reads each weight block once for all of them (kern.inc
+    rowsn / dotn, GROUP tokens at a time; 9 = a group of 8 and one): every sequence's row of the
+    product against the float reference on its own, and equal to that sequence computed alone."""
+    rng = np.random.default_rng(int(qtype) * 10 + tokens)
+    cols = 768 if qtype in KQUANTS else 864
+    raw, ref = random_blocks(qtype, 150, cols, rng)      # 150 rows: several tiles, the last partial
+    x = rng.standard_normal((tokens, cols)).astype(np.float32) * rng.uniform(0.1, 10, (tokens, 1)).astype(np.float32)
+    w = as_weight([(qtype, raw, cols)])
+    y, expect = w.matmul(x), x @ ref.T
+    for t in range(tokens):
+        err = np.abs(y[t] - expect[t]).max() / np.abs(expect[t]).max()
+        assert err < 0.02, f"{qtype.name}: sequence {t} of {tokens}: relative error {err:.4f}"
+        np.testing.assert_array_equal(y[t], w.matmul(x[t:t + 1])[0])
+
+
 @pytest.mark.parametrize("qtype", BLOCK_TYPES, ids=lambda q: q.name)
 def test_prefill_sized_batches_match_the_reference(qtype, level):
     """From 16 tokens on, AVX512 runs the row-interleaved kernel: 37 tokens (a partial group of
