@@ -256,18 +256,20 @@ def test_default_model_greedy_tokens_equal_the_float32_reference():
         assert got == want, text
 
 
+@pytest.mark.parametrize("head_dim", [16, 72])
 @pytest.mark.parametrize("interleaved", [False, True])
-def test_decode_attention_matches_the_reference(interleaved):
-    """The C decode attention (RoPE, cache write, GQA softmax) against the reference ops on the
-    same batch: three sequences of different lengths in a paged cache."""
+def test_decode_attention_matches_the_reference(interleaved, head_dim, level):
+    """The C decode attention (RoPE, cache write, GQA softmax; the (sequence, KV head) pairs over
+    the kernels' threads) against the reference ops on the same batch: three sequences of
+    different lengths in a paged cache, one longer than 16 positions (the lanes of the softmax)."""
     from runtime.backends import AttentionParams, ForwardBatch
     from runtime.models.rope import rope_tables
 
     ops = BlockOps(kernels)
     rng = np.random.default_rng(3)
-    hq, hkv, d, block = 4, 2, 16, 4
-    lens = np.array([5, 9, 1], dtype=np.int32)
-    tables = np.array([[3, 7, 0], [1, 4, 5], [6, 0, 0]], dtype=np.int32)
+    hq, hkv, d, block = 6, 2, head_dim, 4
+    lens = np.array([5, 21, 1], dtype=np.int32)
+    tables = np.array([[3, 7, 0, 0, 0, 0], [1, 4, 5, 8, 9, 10], [6, 0, 0, 0, 0, 0]], dtype=np.int32)
     pos = lens - 1
     slots = np.array([tables[i, p // block] * block + p % block for i, p in enumerate(pos)], dtype=np.int32)
     fb = ops.prepare(ForwardBatch(input_ids=np.zeros(3, np.int32), positions=pos, slot_mapping=slots,
@@ -278,7 +280,7 @@ def test_decode_attention_matches_the_reference(interleaved):
     rope = ops.rope_cache(cos, sin)
     p = AttentionParams(n_heads=hq, n_kv_heads=hkv, head_dim=d, scale=d ** -0.5, interleaved=interleaved, norm_eps=1e-6)
     qkv = rng.standard_normal((3, (hq + 2 * hkv) * d)).astype(np.float32)
-    kv = rng.standard_normal((1, 2, 8 * block, hkv, d)).astype(np.float32)
+    kv = rng.standard_normal((1, 2, 12 * block, hkv, d)).astype(np.float32)
     kv_ref = torch.from_numpy(kv.copy())
     fast = ops.attention(qkv, kv, 0, fb, rope, p)
     reference = CPUOps(dtype="float32")

@@ -15,10 +15,12 @@ struct kern {
     unpack_fn (*unpacker)(int type);
     void (*attend)(const float *q, long ldq, const float *k, const float *v, long ldkv, int n_q, int first,
                    int D, float scale, float *out, long ldo);
+    void (*attend_decode)(const float *q, int G, const float *k, const float *v, long ldkv,
+                          const int64_t *slots, long n, int D, float scale, float *out);
 };
 #endif
 #ifdef NAME
 #define KERN_API(isa) \
     static unpack_fn unpacker_##isa(int type) { return unpacker(type); } \
-    const struct kern kern_##isa = { quantize_##isa, rows_##isa, unpacker_##isa, attend_##isa };
+    const struct kern kern_##isa = { quantize_##isa, rows_##isa, unpacker_##isa, attend_##isa, attend_decode_##isa };
 #endif
