@@ -16,6 +16,11 @@ Arms: `kernels` (this checkout's extension), `off` (the torch int8 path), and wi
 and after in one run. Per arm and batch: median step seconds, tok/s per sequence and in
 aggregate, and the step-time ratio to batch 1.
 
+With --product-tokens, each kernels arm also times the kernels alone: one pass of T rows over
+every weight a decode step multiplies (the layers' and the LM head), for T = 1, 2, 3, 4, 8, 12,
+16, 24, which shows what a step of T sequences costs in the products and where the prefill
+kernel (AVX512, from kern_api.h's PREFILL_MIN rows) takes over.
+
 Writes benchmarks/results/cpu_batched_decode.json.
 """
 from __future__ import annotations
@@ -80,12 +85,51 @@ def child(args) -> None:
     print(json.dumps(out), flush=True)
 
 
+def products_child(args) -> None:
+    """The kernels alone: one pass over every weight a decode step multiplies (each layer's and
+    the LM head), x of T rows of random activations, for each T; prints one JSON line of median
+    seconds a pass."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    from gguf import GGMLQuantizationType as Q
+
+    from runtime.backends import cpu_kernels
+    from runtime.gguf import read_gguf, tensor_data
+    if args.lib:
+        cpu_kernels.library_path = lambda: Path(args.lib)
+    kernels = cpu_kernels.load(args.threads)
+    f = read_gguf(args.model)
+    names = {t.name for t in f.tensors}
+    head = "output.weight" if "output.weight" in names else "token_embd.weight"      # tied: the embedding
+    weights = [kernels.weight([SimpleNamespace(qtype=Q(t.qtype), data=tensor_data(f, t, Q(t.qtype)),
+                                               shape=tuple(reversed(t.dims)))])
+               for t in f.tensors if len(t.dims) == 2 and Q(t.qtype) in cpu_kernels.BLOCK_TYPES
+               and (t.name.startswith("blk.") or t.name == head)]
+    rng = np.random.default_rng(0)
+    for w in weights:                           # fault in the mapped file's pages before timing
+        w.matmul(rng.standard_normal((1, w.parts[0].cols)).astype(np.float32))
+    out = {}
+    for T in (int(t) for t in args.product_tokens.split(",")):
+        xs = {K: rng.standard_normal((T, K)).astype(np.float32) for K in {w.parts[0].cols for w in weights}}
+        times = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for w in weights:
+                w.matmul(xs[w.parts[0].cols])
+            times.append(time.perf_counter() - t0)
+        out[str(T)] = statistics.median(times)
+    print(json.dumps({"level": kernels.level, "threads": kernels.threads, "weights": len(weights), "pass_s": out}),
+          flush=True)
+
+
 ARMS = {"kernels": {}, "off": {"SAMEVM_CPU_KERNELS": "off"}}
 
 
-def run_arm(arm: str, args, lib: str | None) -> dict:
+def run_arm(arm: str, args, lib: str | None, what: str = "engine") -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT), **ARMS.get(arm, {})}
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--model", str(args.model_path),
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", what, "--model", str(args.model_path),
+           "--product-tokens", args.product_tokens,
            "--batches", args.batches, "--prompt-tokens", str(args.prompt_tokens), "--new-tokens", str(args.new_tokens),
            "--tok-cache", args.tok_cache, "--threads", str(args.threads)] + (["--lib", lib] if lib else [])
     run = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -115,16 +159,19 @@ def main() -> None:
     ap.add_argument("--baseline-lib", help="an earlier build of the kernels' extension (_qmatmul*.so)")
     ap.add_argument("--baseline-commit", default="", help="the commit --baseline-lib was built from")
     ap.add_argument("--out", default="cpu_batched_decode.json")
-    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--product-tokens", default="1,2,3,4,8,12,16,24",
+                    help="rows of the kernels-alone passes over the weights ('' for none)")
+    ap.add_argument("--child", choices=["engine", "products"], help=argparse.SUPPRESS)
     ap.add_argument("--lib", help=argparse.SUPPRESS)
     ap.add_argument("--tok-cache", default=str(Path(os.environ.get("SAMEVM_HOME", ".samevm")) / "cache" / "tokenizers"))
     args = ap.parse_args()
     if args.child:
-        return child(args)
+        return (child if args.child == "engine" else products_child)(args)
     from runtime import catalog
     args.model_path = catalog.resolve(args.model, args.home)
     arms = ["kernels", "off"] + (["kernels-baseline"] if args.baseline_lib else [])
     runs: dict[str, list[dict]] = {a: [] for a in arms}
+    products: dict[str, list[dict]] = {a: [] for a in arms if a != "off"}
     for rep in range(args.reps):                # arms back to back, so all see the same machine
         for arm in arms:
             load = os.getloadavg()
@@ -132,6 +179,12 @@ def main() -> None:
             runs[arm].append({**r, "loadavg_before": load, "loadavg_after": os.getloadavg()})
             print(f"rep {rep} {arm}: " + ", ".join(f"b{b} {v['step_s'] * 1e3:.0f} ms" for b, v in r["batches"].items())
                   + f" (load {load[0]:.2f})", flush=True)
+            if arm != "off" and args.product_tokens:
+                load = os.getloadavg()
+                r = run_arm(arm, args, args.baseline_lib if arm == "kernels-baseline" else None, "products")
+                products[arm].append({**r, "loadavg_before": load, "loadavg_after": os.getloadavg()})
+                print(f"rep {rep} {arm} products: " + ", ".join(f"T{t} {v * 1e3:.1f} ms" for t, v in r["pass_s"].items()),
+                      flush=True)
     batches = args.batches.split(",")
     records = []
     for arm, rs in runs.items():
@@ -148,6 +201,12 @@ def main() -> None:
         for b in batches:
             rec["batches"][b][f"step_vs_batch_{batches[0]}"] = rec["batches"][b]["step_s"] / one
         rec["runs"] = rs
+        if products.get(arm):
+            ps = products[arm]
+            passes = {t: statistics.median(p["pass_s"][t] for p in ps) for t in ps[0]["pass_s"]}
+            one = passes[next(iter(passes))]
+            rec["products"] = {"level": ps[0]["level"], "threads": ps[0]["threads"], "weights": ps[0]["weights"],
+                               "pass_s": passes, "pass_vs_first": {t: v / one for t, v in passes.items()}, "runs": ps}
         records.append(rec)
     by_arm = {r["arm"]: r for r in records}
     for b in batches:                           # kernels against the torch path at each batch
