@@ -261,26 +261,28 @@ def test_default_model_greedy_tokens_equal_the_float32_reference():
 def test_decode_attention_matches_the_reference(interleaved, head_dim, level):
     """The C decode attention (RoPE, cache write, GQA softmax; the (sequence, KV head) pairs over
     the kernels' threads) against the reference ops on the same batch: three sequences of
-    different lengths in a paged cache, one longer than 16 positions (the lanes of the softmax)."""
+    different lengths in a paged cache, one of 150 positions (past the 16 lanes of the softmax
+    and the 64 value rows the AVX512 kernel sums at a time)."""
     from runtime.backends import AttentionParams, ForwardBatch
     from runtime.models.rope import rope_tables
 
     ops = BlockOps(kernels)
     rng = np.random.default_rng(3)
     hq, hkv, d, block = 6, 2, head_dim, 4
-    lens = np.array([5, 21, 1], dtype=np.int32)
-    tables = np.array([[3, 7, 0, 0, 0, 0], [1, 4, 5, 8, 9, 10], [6, 0, 0, 0, 0, 0]], dtype=np.int32)
+    lens = np.array([5, 150, 1], dtype=np.int32)
+    tables = np.zeros((3, 38), np.int32)
+    tables[0, :2], tables[1], tables[2, 0] = [3, 7], rng.permutation(np.arange(8, 46)), 6      # scattered blocks
     pos = lens - 1
     slots = np.array([tables[i, p // block] * block + p % block for i, p in enumerate(pos)], dtype=np.int32)
     fb = ops.prepare(ForwardBatch(input_ids=np.zeros(3, np.int32), positions=pos, slot_mapping=slots,
                                   query_starts=np.arange(4, dtype=np.int32), context_lens=lens, block_tables=tables,
                                   logits_indices=np.arange(3, dtype=np.int32), block_size=block))
     assert fb.ctx is not None
-    cos, sin = rope_tables(d, 10000.0, None, 64)
+    cos, sin = rope_tables(d, 10000.0, None, 256)
     rope = ops.rope_cache(cos, sin)
     p = AttentionParams(n_heads=hq, n_kv_heads=hkv, head_dim=d, scale=d ** -0.5, interleaved=interleaved, norm_eps=1e-6)
     qkv = rng.standard_normal((3, (hq + 2 * hkv) * d)).astype(np.float32)
-    kv = rng.standard_normal((1, 2, 12 * block, hkv, d)).astype(np.float32)
+    kv = rng.standard_normal((1, 2, 46 * block, hkv, d)).astype(np.float32)
     kv_ref = torch.from_numpy(kv.copy())
     fast = ops.attention(qkv, kv, 0, fb, rope, p)
     reference = CPUOps(dtype="float32")
