@@ -48,10 +48,12 @@ def child(args) -> None:
     from runtime.backends import cpu_kernels
     if args.lib:                                # an earlier build of the extension, for before / after
         cpu_kernels.library_path = lambda: Path(args.lib)
-    if args.threads:                            # the kernels start once a process, on these threads
-        if cpu_kernels.load(args.threads) is None:
-            import torch
-            torch.set_num_threads(args.threads)
+    kernels = cpu_kernels.load(args.threads)    # the kernels start once a process, on these threads
+    if kernels is None and args.threads:
+        import torch
+        torch.set_num_threads(args.threads)
+    elif kernels is not None and args.level is not None:
+        kernels.use_level(args.level)
     from runtime.config import EngineConfig
     from runtime.engine.llm_engine import LLMEngine
     from runtime.sampling import SamplingParams
@@ -99,6 +101,8 @@ def products_child(args) -> None:
     if args.lib:
         cpu_kernels.library_path = lambda: Path(args.lib)
     kernels = cpu_kernels.load(args.threads)
+    if args.level is not None:
+        kernels.use_level(args.level)
     f = read_gguf(args.model)
     names = {t.name for t in f.tensors}
     head = "output.weight" if "output.weight" in names else "token_embd.weight"      # tied: the embedding
@@ -131,7 +135,8 @@ def run_arm(arm: str, args, lib: str | None, what: str = "engine") -> dict:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", what, "--model", str(args.model_path),
            "--product-tokens", args.product_tokens,
            "--batches", args.batches, "--prompt-tokens", str(args.prompt_tokens), "--new-tokens", str(args.new_tokens),
-           "--tok-cache", args.tok_cache, "--threads", str(args.threads)] + (["--lib", lib] if lib else [])
+           "--tok-cache", args.tok_cache, "--threads", str(args.threads)] + (["--lib", lib] if lib else []) + \
+        (["--level", str(args.level)] if args.level is not None else [])
     run = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if run.returncode:
         raise RuntimeError(f"{arm} exited with {run.returncode}: {run.stderr[-3000:]}")
@@ -158,6 +163,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0, help="kernel threads (0: one a physical core)")
     ap.add_argument("--baseline-lib", help="an earlier build of the kernels' extension (_qmatmul*.so)")
     ap.add_argument("--baseline-commit", default="", help="the commit --baseline-lib was built from")
+    ap.add_argument("--level", type=int, help="the kernels' instruction set: 2 AVX512-VNNI, 1 AVX2, 0 portable "
+                                              "(default: the best this CPU has)")
     ap.add_argument("--out", default="cpu_batched_decode.json")
     ap.add_argument("--product-tokens", default="1,2,3,4,8,12,16,24",
                     help="rows of the kernels-alone passes over the weights ('' for none)")
