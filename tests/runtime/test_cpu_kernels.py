@@ -69,6 +69,24 @@ def test_blocks_match_the_reference(qtype, level):
     np.testing.assert_array_equal(y, one_by_one)
 
 
+@pytest.mark.parametrize("tokens", [2, 3, 5, 9])
+@pytest.mark.parametrize("qtype", BLOCK_TYPES, ids=lambda q: q.name)
+def test_decode_batches_compute_every_row_against_the_reference(qtype, tokens, level):
+    """A decode step of several sequences reads each weight block once for all of them (kern.inc
+    rowsn / dotn, GROUP tokens at a time; 9 = a group of 8 and one): every sequence's row of the
+    product against the float reference on its own, and equal to that sequence computed alone."""
+    rng = np.random.default_rng(int(qtype) * 10 + tokens)
+    cols = 768 if qtype in KQUANTS else 864
+    raw, ref = random_blocks(qtype, 150, cols, rng)      # 150 rows: several tiles, the last partial
+    x = rng.standard_normal((tokens, cols)).astype(np.float32) * rng.uniform(0.1, 10, (tokens, 1)).astype(np.float32)
+    w = as_weight([(qtype, raw, cols)])
+    y, expect = w.matmul(x), x @ ref.T
+    for t in range(tokens):
+        err = np.abs(y[t] - expect[t]).max() / np.abs(expect[t]).max()
+        assert err < 0.02, f"{qtype.name}: sequence {t} of {tokens}: relative error {err:.4f}"
+        np.testing.assert_array_equal(y[t], w.matmul(x[t:t + 1])[0])
+
+
 @pytest.mark.parametrize("qtype", BLOCK_TYPES, ids=lambda q: q.name)
 def test_prefill_sized_batches_match_the_reference(qtype, level):
     """From 16 tokens on, AVX512 runs the row-interleaved kernel: 37 tokens (a partial group of
@@ -238,29 +256,33 @@ def test_default_model_greedy_tokens_equal_the_float32_reference():
         assert got == want, text
 
 
+@pytest.mark.parametrize("head_dim", [16, 72])
 @pytest.mark.parametrize("interleaved", [False, True])
-def test_decode_attention_matches_the_reference(interleaved):
-    """The C decode attention (RoPE, cache write, GQA softmax) against the reference ops on the
-    same batch: three sequences of different lengths in a paged cache."""
+def test_decode_attention_matches_the_reference(interleaved, head_dim, level):
+    """The C decode attention (RoPE, cache write, GQA softmax; the (sequence, KV head) pairs over
+    the kernels' threads) against the reference ops on the same batch: three sequences of
+    different lengths in a paged cache, one of 150 positions (past the 16 lanes of the softmax
+    and the 64 value rows the AVX512 kernel sums at a time)."""
     from runtime.backends import AttentionParams, ForwardBatch
     from runtime.models.rope import rope_tables
 
     ops = BlockOps(kernels)
     rng = np.random.default_rng(3)
-    hq, hkv, d, block = 4, 2, 16, 4
-    lens = np.array([5, 9, 1], dtype=np.int32)
-    tables = np.array([[3, 7, 0], [1, 4, 5], [6, 0, 0]], dtype=np.int32)
+    hq, hkv, d, block = 6, 2, head_dim, 4
+    lens = np.array([5, 150, 1], dtype=np.int32)
+    tables = np.zeros((3, 38), np.int32)
+    tables[0, :2], tables[1], tables[2, 0] = [3, 7], rng.permutation(np.arange(8, 46)), 6      # scattered blocks
     pos = lens - 1
     slots = np.array([tables[i, p // block] * block + p % block for i, p in enumerate(pos)], dtype=np.int32)
     fb = ops.prepare(ForwardBatch(input_ids=np.zeros(3, np.int32), positions=pos, slot_mapping=slots,
                                   query_starts=np.arange(4, dtype=np.int32), context_lens=lens, block_tables=tables,
                                   logits_indices=np.arange(3, dtype=np.int32), block_size=block))
     assert fb.ctx is not None
-    cos, sin = rope_tables(d, 10000.0, None, 64)
+    cos, sin = rope_tables(d, 10000.0, None, 256)
     rope = ops.rope_cache(cos, sin)
     p = AttentionParams(n_heads=hq, n_kv_heads=hkv, head_dim=d, scale=d ** -0.5, interleaved=interleaved, norm_eps=1e-6)
     qkv = rng.standard_normal((3, (hq + 2 * hkv) * d)).astype(np.float32)
-    kv = rng.standard_normal((1, 2, 8 * block, hkv, d)).astype(np.float32)
+    kv = rng.standard_normal((1, 2, 46 * block, hkv, d)).astype(np.float32)
     kv_ref = torch.from_numpy(kv.copy())
     fast = ops.attention(qkv, kv, 0, fb, rope, p)
     reference = CPUOps(dtype="float32")

@@ -1,6 +1,7 @@
 /* Decode attention on the CPU (one query token a sequence), for the int8 mode: RoPE on q and
  * k, the new k and v written to the cache, then softmax(q k^T * scale) v over the sequence's
- * cached positions, per query head with its KV head (GQA). One C pass instead of the ~45 torch
+ * cached positions, per query head with its KV head (GQA), the (sequence, KV head) pairs over
+ * the kernels' threads (qmatmul.c, kern.inc attend_decode). One C call instead of the ~45 torch
  * ops a layer the reference takes, which a decode step paid 24 times.
  *
  *   qkv     [S, (Hq + 2 Hkv) D]   this step's projections, one row a sequence
@@ -25,45 +26,24 @@ static void rope(const float *x, float *o, const float *cos, const float *sin, i
     }
 }
 
+int sv_attention_step(const float *q, int S, int Hq, int Hkv, int D, const float *k, const float *v,
+                      const int64_t *ctx, const int64_t *ctx_start, float scale, float *out);
+
 int sv_attention_decode(const float *qkv, int S, int Hq, int Hkv, int D, float *k, float *v,
                         const int64_t *slot, const int64_t *pos, const float *cos, const float *sin,
                         int interleaved, const int64_t *ctx, const int64_t *ctx_start, float scale, float *out) {
-    int width = (Hq + 2 * Hkv) * D, group = Hq / Hkv;
-    long longest = 0;
-    for (int s = 0; s < S; s++) if (ctx_start[s + 1] - ctx_start[s] > longest) longest = ctx_start[s + 1] - ctx_start[s];
-    float *p = malloc(sizeof(float) * (size_t)(longest > 0 ? longest : 1) + sizeof(float) * (size_t)Hq * D);
-    if (!p) return -1;
-    float *q = p + (longest > 0 ? longest : 1);
-    for (int s = 0; s < S; s++) {
+    int width = (Hq + 2 * Hkv) * D;
+    float *q = malloc(sizeof(float) * (size_t)S * Hq * D);
+    if (!q) return -1;
+    for (int s = 0; s < S; s++) {           /* every sequence's keys in the cache before any attends */
         const float *row = qkv + (long)s * width, *c = cos + pos[s] * (D / 2), *sn = sin + pos[s] * (D / 2);
-        for (int h = 0; h < Hq; h++) rope(row + h * D, q + h * D, c, sn, D, interleaved);
+        for (int h = 0; h < Hq; h++) rope(row + h * D, q + ((long)s * Hq + h) * D, c, sn, D, interleaved);
         for (int h = 0; h < Hkv; h++) {
             rope(row + (Hq + h) * D, k + (slot[s] * Hkv + h) * D, c, sn, D, interleaved);
             memcpy(v + (slot[s] * Hkv + h) * D, row + (Hq + Hkv + h) * D, sizeof(float) * D);
         }
-        const int64_t *slots = ctx + ctx_start[s];
-        long n = ctx_start[s + 1] - ctx_start[s];
-        for (int h = 0; h < Hq; h++) {
-            const float *qh = q + h * D;
-            int g = h / group;
-            float top = -INFINITY, total = 0.0f;
-            for (long j = 0; j < n; j++) {
-                const float *kj = k + (slots[j] * Hkv + g) * D;
-                float dot = 0.0f;
-                for (int d = 0; d < D; d++) dot += qh[d] * kj[d];
-                p[j] = dot * scale;
-                top = p[j] > top ? p[j] : top;
-            }
-            for (long j = 0; j < n; j++) { p[j] = expf(p[j] - top); total += p[j]; }
-            float *o = out + (long)s * Hq * D + h * D;
-            memset(o, 0, sizeof(float) * D);
-            for (long j = 0; j < n; j++) {
-                const float *vj = v + (slots[j] * Hkv + g) * D;
-                float w = p[j] / total;
-                for (int d = 0; d < D; d++) o[d] += w * vj[d];
-            }
-        }
     }
-    free(p);
-    return 0;
+    int rc = sv_attention_step(q, S, Hq, Hkv, D, k, v, ctx, ctx_start, scale, out);
+    free(q);
+    return rc;
 }

@@ -2,6 +2,10 @@
 #ifndef KERN_API_H
 #define KERN_API_H
 #include <stdint.h>
+/* From this many tokens a product is prefill-shaped (AVX512: row-interleaved tiles, 64 rows a
+ * tile); below it, decode-shaped (a token a sequence: each weight block read once for all of
+ * them, tiles sized for the threads). */
+#define PREFILL_MIN 16
 typedef void (*unpack_fn)(const uint8_t *, int, uint8_t *, float *, float *);
 struct kern {
     void (*quantize)(const float *x, int K, int8_t *xq, float *xh, float *xsd);
@@ -11,10 +15,12 @@ struct kern {
     unpack_fn (*unpacker)(int type);
     void (*attend)(const float *q, long ldq, const float *k, const float *v, long ldkv, int n_q, int first,
                    int D, float scale, float *out, long ldo);
+    void (*attend_decode)(const float *q, int G, const float *k, const float *v, long ldkv,
+                          const int64_t *slots, long n, int D, float scale, float *out);
 };
 #endif
 #ifdef NAME
 #define KERN_API(isa) \
     static unpack_fn unpacker_##isa(int type) { return unpacker(type); } \
-    const struct kern kern_##isa = { quantize_##isa, rows_##isa, unpacker_##isa, attend_##isa };
+    const struct kern kern_##isa = { quantize_##isa, rows_##isa, unpacker_##isa, attend_##isa, attend_decode_##isa };
 #endif

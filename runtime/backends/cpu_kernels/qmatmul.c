@@ -48,9 +48,11 @@ enum { FREE, CLAIMED, DONE, TAKEN };       /* tile state, low 3 bits; the job id
 struct mjob {
     unpack_fn unpack; const uint8_t *w; long row_bytes; int N, K, tile, tiles, T; float *y; long ldy;
     const struct attn *attn;                 /* set: the job is prefill attention, a tile a head */
+    const struct attn_step *step;            /* set: decode attention, a tile a (sequence, KV head) */
 };
 
 struct attn { const float *q, *k, *v; int n_q, first, Hq, Hkv, D; float scale; };
+struct attn_step { const float *q, *k, *v; const int64_t *ctx, *ctx_start; int Hq, Hkv, D; float scale; float *out; };
 
 struct scratch { uint8_t *q; float *s, *m; size_t cap_q, cap_h; };
 
@@ -116,7 +118,16 @@ static void tile_rows(const struct mjob *j, int i, struct scratch *sc, float *ou
                    a->n_q, a->first, a->D, a->scale, out, ldo);
         return;
     }
-    int step = j->T == 1 ? 16 : j->tile;         /* decode rows are unpacked 16 at a time */
+    if (j->step) {                           /* sequence i / Hkv, the G query heads of KV head i % Hkv */
+        const struct attn_step *a = j->step;
+        int seq = i / a->Hkv, g = i % a->Hkv, G = a->Hq / a->Hkv;
+        long first = (long)seq * a->Hq * a->D + (long)g * G * a->D;
+        K_->attend_decode(a->q + first, G, a->k + (long)g * a->D, a->v + (long)g * a->D, (long)a->Hkv * a->D,
+                          a->ctx + a->ctx_start[seq], a->ctx_start[seq + 1] - a->ctx_start[seq], a->D, a->scale,
+                          a->out + first);
+        return;
+    }
+    int step = j->T < PREFILL_MIN ? 16 : j->tile;    /* decode rows are unpacked 16 at a time */
     for (int a = r0; a < r1; a += step) {
         int b = a + step < r1 ? a + step : r1;
         K_->rows(j->unpack, j->w, j->row_bytes, a, b, j->K, P.xq, P.xh, P.xsd, j->T, out + (a - r0), ldo,
@@ -298,13 +309,14 @@ int sv_matmul(int type, const uint8_t *w, long row_bytes, int N, int K, int T, f
     if (!u || K % 32 || K != P.xK || T != P.xT) return -1;
     /* decode: about eight tiles a thread (at least 64 rows: a claim costs a shared cache line);
      * prefill: 64 rows for all T tokens */
-    int tile = T == 1 ? ((N + 8 * P.n - 1) / (8 * P.n) + 15) / 16 * 16 : 64;
+    int decode = T < PREFILL_MIN;
+    int tile = decode ? ((N + 8 * P.n - 1) / (8 * P.n) + 15) / 16 * 16 : 64;
     if (tile < 64) tile = 64;
     int tiles = (N + tile - 1) / tile;
-    int unpacked = T == 1 ? 16 : tile;                 /* rows in the unpack scratch at once */
+    int unpacked = decode ? 16 : tile;                 /* rows in the unpack scratch at once */
     size_t q = (size_t)unpacked * K, h = (size_t)unpacked * (K / 16);
     if (reserve(tiles, q, h)) return -1;
-    struct mjob j = { u, w, row_bytes, N, K, tile, tiles, T, y, ldy, 0 };
+    struct mjob j = { u, w, row_bytes, N, K, tile, tiles, T, y, ldy, 0, 0 };
     run_matmul(&j);
     return 0;
 }
@@ -344,7 +356,20 @@ int sv_attention_prefill(const float *q, const float *k, const float *v, int n_q
                          int D, float scale, float *out) {
     struct attn a = { q, k, v, n_q, first, Hq, Hkv, D, scale };
     if (reserve(Hq, 64, 4)) return -1;
-    struct mjob j = { 0, 0, 0, Hq * D, 0, D, Hq, n_q, out, (long)Hq * D, &a };
+    struct mjob j = { 0, 0, 0, Hq * D, 0, D, Hq, n_q, out, (long)Hq * D, &a, 0 };
+    run_matmul(&j);
+    return 0;
+}
+
+/* The attention of a decode step, one query a sequence, over the pool: q [S, Hq, D] roped, the
+ * layer's cache k, v [slots, Hkv, D] (this step's keys written), sequence s's positions at cache
+ * slots ctx[ctx_start[s] .. ctx_start[s + 1]) -> out [S, Hq D]. Returns 0, or -1 if the buffers
+ * cannot be had. */
+int sv_attention_step(const float *q, int S, int Hq, int Hkv, int D, const float *k, const float *v,
+                      const int64_t *ctx, const int64_t *ctx_start, float scale, float *out) {
+    struct attn_step a = { q, k, v, ctx, ctx_start, Hq, Hkv, D, scale, out };
+    if (reserve(S * Hkv, 64, 4)) return -1;
+    struct mjob j = { 0, 0, 0, S * Hkv, 0, 1, S * Hkv, 1, out, 0, 0, &a };
     run_matmul(&j);
     return 0;
 }
