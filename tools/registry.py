@@ -97,5 +97,5 @@ class Registry:
         except ToolError as e:
             return error(str(e), e.retryable)
         # Anything else is a bug in a handler: it raises, so it is seen and fixed rather than
-        # shown to the model as if the model had erred (the MCP and HTTP boundaries report it).
+        # shown to the model as if the model had erred (the MCP server reports it to its client).
         return ok(data)

@@ -17,6 +17,8 @@ from mcp.shared.exceptions import MCPError
 
 from samevm.cli import main
 from tests.stack_fixtures import free_port, settings_env
+from tools.mcp_server import build_server
+from tools.registry import Registry
 from tools.toolsets import build_registry
 
 REPO = Path(__file__).resolve().parents[2]
@@ -100,3 +102,20 @@ def test_http_server_refuses_foreign_hosts_and_binding(http_mcp, stack, capsys):
     assert r.status_code in (403, 421)
     assert main(["--home", str(stack.settings.home), "mcp", "--http", "--host", "0.0.0.0"]) == 2
     assert "loopback only" in capsys.readouterr().err
+
+
+def test_a_handler_bug_reaches_the_client_as_an_error_result_naming_it():
+    # Registry.call raises on a handler bug; the MCP server turns it into an error result that
+    # says what failed, not the SDK's bare "Internal server error"
+    registry = Registry()
+
+    @registry.tool(toolset="test")
+    def broken() -> dict:
+        """Fails with a bug."""
+        return {}["missing"]
+
+    async def call() -> dict:
+        async with Client(build_server(registry)) as client:
+            return envelope(await client.call_tool("broken", {}))
+    out = anyio.run(call)
+    assert out["ok"] is False and out["retryable"] is False and "KeyError" in out["error"] and "broken" in out["error"]
