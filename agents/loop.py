@@ -11,8 +11,8 @@ failed call stops the rest of its reply, which may depend on it. Results go back
 
 A model's mistake becomes an observation: a failed tool (its error, after `tool_retries`
 retries of a retryable one), a call already made this turn (not run again: see repeats.py),
-a reply cut at max_tokens, a call the server refused to promote. An answer given in the same reply as calls stands only if they
-all succeeded. Bugs in our code and an unreachable runtime raise.
+a reply cut at max_tokens, a call the server refused to promote. An answer given in the same
+reply as calls stands only if they all succeeded. Bugs in our code and an unreachable runtime raise.
 """
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ class Builder(SqlTurns, StoreTurns, ReportedTurns):
         self.filed: list[tuple[str, str, str, str]] = []     # (source, passage, question, key)
         self.passages_used: set = set()                          # the domain's Backgrounds drawn so far
         self.prefs: list[str] = []
-        self.relations: dict[str, str] = {}   # preference -> the user's verb for it, where not "prefer"
+        self.stated: set[str] = set()    # the preferences stated with a verb other than "prefer"
         self.where_note = False
         self.avoided = None              # (field, value): the records a memory note rules out
         self.notes: list[str] = []         # every memory note's text and tags, as saved

@@ -134,21 +134,21 @@ class StoreTurns:
         if rng.random() < 0.35:
             return pref, "", f"The user prefers {pref}"
         (first, third), (subject, noted, person) = rng.choice(W.RELATIONS), rng.choice(W.SUBJECTS)
-        self.relations[pref] = third
+        self.stated.add(pref)
         return pref, f"{subject} {first if person == 1 else third} {pref}", f"{noted} {third} {pref}"
 
     def recall(self) -> TurnPlan:
         pref = self.rng.choice(self.prefs)
         # the search matches whole words: the note holds the preference's words (and "prefers"
         # only where the user said prefer)
-        query = pref if pref in self.relations or self.rng.random() < 0.5 else "prefers"
+        query = pref if pref in self.stated or self.rng.random() < 0.5 else "prefers"
         call = ("memory_search", {"query": query}) if self.rng.random() < 0.8 else ("memory_read", {})
 
         def answer(results):
             hits = [n for n in A.notes(results) if pref in n]
             return f"Your note says: {hits[0]}" if hits else "I have no note about that."
         expect = Expect(called_any=[["memory_search", "memory_read"]], not_called=WRITES, answer_contains=[pref])
-        asks = W.RECALL_ABOUT if pref in self.relations else W.RECALL_PREF
+        asks = W.RECALL_ABOUT if pref in self.stated else W.RECALL_PREF
         return self.turn(self.pick(asks), [Step([call]), Step(answer=answer)], "recall", expect, [pref])
 
     def note_in_message(self) -> TurnPlan:

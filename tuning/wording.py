@@ -76,7 +76,7 @@ UPDATE = (
     "Revise the entry for {key} so its {field} says {new}.",
 )
 UPDATE_UNNAMED = (  # the field left out: the old value says which one
-    "Oops, {key} was actually {new}, not {old}. Please fix that.",
+    "{key} is off: {old} should have been {new}.",
     "wrong number for {key}: it's {new}, not {old}",
     "{key}: {new} rather than {old}, sorry. Correct it please.",
     "I said {old} for {key} but it was {new}. Can you fix the record?",
@@ -279,7 +279,7 @@ RELATIONS = (("prefer", "prefers"), ("like", "likes"), ("love", "loves"), ("disl
              ("can't stand", "can't stand"), ("want to avoid", "wants to avoid"), ("always go for", "always goes for"),
              ("don't want", "doesn't want"), ("never pick", "never picks"))
 SUBJECTS = (("I", "The user", 1), ("I", "The user", 1), ("we", "The user's household", 1),
-            ("my partner", "The user's partner", 3), ("my manager", "The user's manager", 3))
+            ("my sister", "The user's sister", 3), ("my manager", "The user's manager", 3))
 NOTE_STATEMENT = (  # {stmt}: "I dislike X", "my partner can't stand X"
     "Remember for next time that {stmt}.",
     "Make a memory note: {stmt}.",

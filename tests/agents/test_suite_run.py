@@ -27,7 +27,7 @@ def suite_cli(worker, monkeypatch, tmp_path):
         monkeypatch.setenv("SAMEVM_WORKER_PORT", str(worker_port))
         out = tmp_path / f"report-{runtime_port}"
         with ScriptedModel(script, port=runtime_port) as fake:
-            code = main(["--home", str(home), "suite", *args, "--out", str(out), "--quiet", *["--strict"] * strict])
+            code = main(["--home", str(home), "suite", *args, "--out", str(out), "--quiet", *(["--strict"] if strict else [])])
         assert (out / "transcript.txt").is_file()
         return code, json.loads((out / "report.json").read_text()), fake
     return run
