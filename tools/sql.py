@@ -12,6 +12,7 @@ from tools.registry import Registry
 
 MAX_ROWS = 50          # rows shown to the model; the rest is counted, not pasted into its context
 _SELECT = re.compile(r"^(\s|--[^\n]*\n|/\*.*?\*/)*select\b", re.IGNORECASE | re.DOTALL)
+_CHANGES = re.compile(r"^(\s|--[^\n]*\n|/\*.*?\*/)*(update|delete)\b", re.IGNORECASE | re.DOTALL)
 _QUOTED = re.compile(r"'(?:[^']|'')*'")
 _PLACEHOLDER = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 
@@ -57,6 +58,9 @@ def register(registry: Registry) -> None:
         out["rowcount"] = result.get("rowcount")
         if result.get("lastrowid") is not None:
             out["lastrowid"] = result["lastrowid"]
+        if out["rowcount"] == 0 and _CHANGES.match(sql):
+            # said in words: small models read "rowcount": 0 as done and reported the change
+            out["note"] = "no row matched: nothing was changed"
         return out
 
     @registry.tool(toolset="sql")
@@ -69,4 +73,8 @@ def register(registry: Registry) -> None:
             sql: one SELECT statement
         """
         check_placeholders(sql)
-        return rows_result(ctx.worker("POST", "/v1/sql/query", json={"db": ctx.scoped(db), "sql": sql}))
+        out = rows_result(ctx.worker("POST", "/v1/sql/query", json={"db": ctx.scoped(db), "sql": sql}))
+        if not out["row_count"]:
+            # said in words: small models answered from an empty result with values from elsewhere
+            out["note"] = "no row matched: the database has nothing that answers this query"
+        return out

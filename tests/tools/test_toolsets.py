@@ -57,6 +57,12 @@ def test_sql_tools_write_a_real_sqlite_file(call, stack):
         assert wrong_tool["ok"] is False and wrong_tool["retryable"] is False and "sql_query" in wrong_tool["error"]
     call("sql_exec", db="facts", sql="INSERT INTO facts SELECT 'city', 'Lyon'")     # a write that selects is a write
     assert call("sql_query", db="facts", sql="SELECT count(*) AS n FROM facts")["rows"] == [[2]]
+    # an empty result and a change that matched nothing say so in words; a match carries no note
+    none = call("sql_query", db="facts", sql="SELECT value FROM facts WHERE key = 'river'")
+    assert none["rows"] == [] and "no row matched" in none["note"]
+    unchanged = call("sql_exec", db="facts", sql="UPDATE facts SET value = 'x' WHERE key = 'river'")
+    assert unchanged["rowcount"] == 0 and "nothing was changed" in unchanged["note"]
+    assert "note" not in call("sql_exec", db="facts", sql="DELETE FROM facts WHERE key = 'city'")
     unfilled = call.raw("sql_exec", db="facts", sql="INSERT INTO facts VALUES (:k, :v)")
     assert unfilled["ok"] is False and "(:k, :v)" in unfilled["error"] and "literals" in unfilled["error"]
     borrowed = call.raw("sql_exec", db="facts", sql="INSERT INTO facts VALUES ('a', 'b')", params={"a": 1})
