@@ -15,9 +15,9 @@ from agents.suite import Expect
 from tuning import wording as W
 from tuning.domains import Domain
 from tuning.plan import Step, TurnPlan
-from tuning.records import Table
+from tuning.records import Table, fmt
 from tuning.reported import Report, ReportedTurns, ReportTable
-from tuning.schema import variant
+from tuning.schema import plain_say, variant
 from tuning.sql_turns import SqlTurns
 from tuning.store_turns import StoreTurns
 
@@ -35,6 +35,7 @@ class Builder(SqlTurns, StoreTurns, ReportedTurns):
         self.table = Table.choose(rng, self.d)
         self.filed: list[tuple[str, str, str, str]] = []     # (source, passage, question, key)
         self.passages_used: set = set()                          # the domain's Backgrounds drawn so far
+        self.texts = ""                  # what the user called the filed passages ("tips"), if they did
         self.prefs: list[str] = []
         self.stated: set[str] = set()    # the preferences stated with a verb other than "prefer"
         self.where_note = False
@@ -74,6 +75,13 @@ class Builder(SqlTurns, StoreTurns, ReportedTurns):
         return self.where_style.format(table=self.table.name, db=self.table.db)
 
     def records_phrase(self, records: list[dict]) -> str:
+        texts = [f for f in self.d.fields[1:] if f.kind == "text"]
+        if len(records) == 1 and texts and self.rng.random() < 0.25:
+            # one value given as an instruction after the rest ("...; make it urgent"), as users do
+            f = self.rng.choice(texts)
+            said = plain_say(self.rng, [x for x in self.d.fields if x is not f])
+            said = said.format(**{k: fmt(v) for k, v in records[0].items()})
+            return f"{said}; " + self.rng.choice(W.SET_FIELD).format(field=f.words, value=fmt(records[0][f.name]))
         parts = [self.table.said(r) for r in records]
         return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 

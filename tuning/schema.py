@@ -26,7 +26,7 @@ def variant(rng: random.Random, d: Domain) -> Domain:
         renamed = {f.name: f.name for f in fields}
     fields = [dataclasses.replace(f, name=renamed[f.name], label=f.words) for f in fields]
     if len(fields) < len(d.fields) or rng.random() < 0.3:
-        say = _plain_say(rng, fields)
+        say = plain_say(rng, fields)
     else:
         say = d.say
         for old, new in renamed.items():
@@ -58,7 +58,7 @@ def _column(f: Field) -> str:
     return name
 
 
-def _plain_say(rng: random.Random, fields: list[Field]) -> str:
+def plain_say(rng: random.Random, fields: list[Field]) -> str:
     """The key, then each field by its words ("BUG-311, severity high, 2 reports"); a text
     value sometimes bare, as users give a title or a name."""
     parts = ["{%s}" % fields[0].name]

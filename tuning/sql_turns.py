@@ -12,7 +12,7 @@ from agents.suite import Expect, SqlExpect
 from tuning import answers as A
 from tuning import wording as W
 from tuning.plan import Step, TurnPlan
-from tuning.records import fmt
+from tuning.records import fmt, literal
 
 EVERY_STORE = ["sql_exec", "sql_query", "rag_ingest", "rag_search", "memory_add", "memory_search", "memory_read"]
 
@@ -185,10 +185,19 @@ class SqlTurns:
                          fails=True, train=False), read]
         return [read] if self.new_session and rng.random() < 0.3 else []
 
-    def lookup(self, again: bool = True) -> TurnPlan:
+    def lookup(self, plain: bool = False) -> TurnPlan:
         """The user asks to check a stored value: the query is made even when the conversation
-        has the value. A guessed column name first fails, sometimes, and the schema is read."""
+        has the value. A guessed column name first fails, sometimes, and the schema is read.
+        Sometimes the question goes the other way (which record has this value?) or names a
+        record that was never stored (the empty result is said, not filled in)."""
         t, rng = self.table, self.rng
+        draw = 1.0 if plain else rng.random()
+        if draw < 0.2:
+            turn = self.lookup_which()
+            if turn is not None:
+                return turn
+        elif draw < 0.3:
+            return self.lookup_missing()
         row = rng.choice(t.rows)
         f = rng.choice(self.d.fields[1:])
         key = row[self.d.key.name]
@@ -210,6 +219,62 @@ class SqlTurns:
         expect = Expect(called=["sql_query"], answer_contains=[fmt(row[f.name])])
         return self.turn(user, steps + [Step(answer=answer)], "lookup", expect, [fmt(row[f.name])])
 
+    def unique_value(self, records: list[dict]):
+        """A (field, value) that exactly one of `records` has, on a field other than the key and
+        the measure (a value a user would name to pick a record out), or None."""
+        key = self.d.key.name
+        options = [(f, r[f.name]) for f in self.d.fields[1:] for r in records
+                   if f.kind != "real" and sum(o[f.name] == r[f.name] for o in records) == 1]
+        return self.rng.choice(options) if options else None
+
+    def lookup_which(self) -> TurnPlan | None:
+        """Which stored record has a given value: the key is selected by the value."""
+        t = self.table
+        found = self.unique_value(t.rows)
+        if found is None:
+            return None
+        f, value = found
+        key = self.d.key
+        row = next(r for r in t.rows if r[f.name] == value)
+        sql = f"SELECT {key.name} FROM {t.name} WHERE {f.name} = {literal(value)}"
+        steps = self.find_table() + self.schema_first(f, sql) + [Step([("sql_query", {"db": t.db, "sql": sql})])]
+        where = self.where()
+        self.said[row[key.name]] = dict(row)
+
+        def answer(results):
+            rows = A.last_rows(results)
+            return f"{W.series([fmt(r[0]) for r in rows])} has {f.words} {fmt(value)} (from {where})." if rows else \
+                f"No row in {where} has {f.words} {fmt(value)}."
+        want = [fmt(row[key.name])]
+        user = self.pick(W.LOOKUP_WHICH, field=f.words, value=fmt(value))
+        return self.turn(user, steps + [Step(answer=answer)], "lookup_which",
+                         Expect(called=["sql_query"], not_called=["sql_exec"], answer_contains=want), want)
+
+    def lookup_missing(self) -> TurnPlan:
+        """A look-up of a record that was never stored: the query comes back empty, and the
+        answer says so rather than taking a value from elsewhere."""
+        t = self.table
+        key = self.d.key.name
+        known = {r[key] for r in t.rows} | set(self.said)
+        absent = next((r[key] for r in (t.new_record(self.rng) for _ in range(20)) if r[key] not in known), None)
+        if absent is None:          # the key's pool is used up
+            return self.lookup(plain=True)
+        f = self.rng.choice(self.d.fields[1:])
+        sql = f"SELECT {f.name} FROM {t.name} WHERE {t.where(absent)}"
+        steps = self.find_table() + [Step([("sql_query", {"db": t.db, "sql": sql})])]
+        where = self.where()
+        reply = self.rng.choice(["{where} has no row for {key}: it was never stored, so I have no {field} for it.",
+                                 "Nothing for {key} in {where}: no {field} is stored for it.",
+                                 "I checked {where}: there is no {key} there, so no {field} either."])
+
+        def answer(results):
+            rows = A.last_rows(results)
+            return reply.format(where=where, key=absent, field=f.words) if not rows else \
+                f"{absent} has {f.words} {fmt(rows[0][0])} (from {where})."
+        user = self.pick(W.LOOKUP, field=f.words, key=absent)
+        return self.turn(user, steps + [Step(answer=answer)], "lookup_missing",
+                         Expect(called=["sql_query"], not_called=["sql_exec"], answer_contains=[fmt(absent)]))
+
     def mention(self, n: int) -> TurnPlan:
         """Records told with a question about them and no wish to keep them: answered from the
         message, no tool. They wait in `pending` for a later "keep those" (keep(given=...))."""
@@ -222,7 +287,13 @@ class SqlTurns:
         m = self.d.field(self.d.measure)
         values = [r[m.name] for r in records]
         best = max(values)
-        if len(records) >= 2 and values.count(best) == 1 and not m.words.startswith("how") and rng.random() < 0.5:
+        which = self.unique_value(records) if len(records) >= 2 and rng.random() < 0.3 else None
+        if which is not None:
+            f, value = which
+            row = next(r for r in records if r[f.name] == value)
+            question, want = rng.choice(W.WHICH_ONE).format(field=f.words, value=fmt(value)), [row[key]]
+            reply = f"{row[key]} has {f.words} {fmt(value)}."
+        elif len(records) >= 2 and values.count(best) == 1 and not m.words.startswith("how") and rng.random() < 0.5:
             row = next(r for r in records if r[m.name] == best)
             question, want = f"which one has the highest {m.words}?", [row[key]]
             reply = f"{row[key]} has the highest {m.words}, {fmt(best)}."
@@ -242,6 +313,14 @@ class SqlTurns:
         return self.keep(len(records), given=records)
 
     def from_conversation(self) -> TurnPlan:
+        which = self.unique_value(list(self.said.values())) if len(self.said) >= 2 and self.rng.random() < 0.3 else None
+        if which is not None:
+            f, value = which
+            key = next(k for k, r in self.said.items() if r[f.name] == value)
+            user = self.pick(W.FROM_CONVERSATION_WHICH, field=f.words, value=fmt(value))
+            expect = Expect(not_called=EVERY_STORE, answer_contains=[fmt(key)])
+            return self.turn(user, [Step(answer=lambda _: f"By what you told me, {key} has {f.words} {fmt(value)}.")],
+                             "from_conversation", expect, [fmt(key)])
         key = self.rng.choice(sorted(self.said))
         f = self.rng.choice(self.d.fields[1:])
         value = fmt(self.said[key][f.name])

@@ -50,6 +50,9 @@ class StoreTurns:
                         rag=[RagExpect(query=question, contains=[key], k=3)])
         steps = [Step([("rag_ingest", {"text": passage, "source": source})]),
                  Step(answer=lambda results: reply)]
+        if self.rng.random() < 0.35:       # the user names what kind of text it is, and may call it that later
+            kind, self.texts = self.rng.choice(W.TEXT_KINDS)
+            return self.turn(self.pick(W.FILE_KIND, passage=passage, kind=kind), steps, "file", expect)
         return self.turn(self.pick(W.FILE, passage=passage), steps, "file", expect)
 
     def search(self) -> TurnPlan:
@@ -106,7 +109,12 @@ class StoreTurns:
                 sources = ", ".join(f'"{f[0]}"' for f in self.filed)
                 text = (f"The user's {self.d.things} are in {self.where()}; the background texts are in the "
                         f"knowledge base (sources {sources}).")
-                user, want = self.pick(W.NOTE_WHERE_ALL), [self.table.db, "knowledge base"]
+                if self.texts:
+                    text = (f"The user's {self.d.things} are in {self.where()}; the {self.texts} they gave went into "
+                            f"the knowledge base (sources {sources}).")
+                user = self.pick(W.NOTE_WHERE_NAMED, texts=self.texts) if self.texts and rng.random() < 0.7 else \
+                    self.pick(W.NOTE_WHERE_ALL)
+                want = [self.table.db, "knowledge base"]
             elif rng.random() < 0.3:
                 pref, stmt, clause = self.statement()
                 text = f"{clause}. Their {self.d.things} are kept in {self.where()}."

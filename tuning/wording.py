@@ -159,6 +159,26 @@ LOOKUP = (
     "Query the {things} table for {key} and tell me its {field}.",
     "just to be sure, look up the stored {field} of {key}",
 )
+LOOKUP_WHICH = (   # a stored record picked out by one of its values
+    "Which of my {things} has {field} {value}? Check the table.",
+    "Look it up in the database: which one has {field} {value}?",
+    "which entry is the one with {field} {value}? query it please",
+    "From the stored {things}, which has {value} as its {field}?",
+    "Find the record whose {field} is {value} -- which one is it?",
+    "Query the table: the one with {field} {value}, which is it?",
+)
+WHICH_ONE = (      # asked about records just told: the one with this value
+    "which one has {field} {value}?",
+    "which of them has {field} {value}?",
+    "which is the one with {field} {value}?",
+    "which one did I give {field} {value}?",
+)
+FROM_CONVERSATION_WHICH = (
+    "Remind me, which one did I say had {field} {value}?",
+    "Quick one: which of them has {field} {value}, going by what I told you?",
+    "which was the one with {field} {value} again?",
+    "From what I said earlier, which one gets {field} {value}?",
+)
 MENTION = (        # records told with a question about them, nothing asked to be kept (yet)
     "{records}. Of those, {question}",
     "some context first: {records}. {question}",
@@ -317,6 +337,29 @@ NOTE_WHERE = (
     "For future sessions, keep a note of where my {things} are kept.",
     "it'd help if you noted (in memory) where the {things} are",
     "Save a reminder for yourself in memory: the place my {things} are stored.",
+)
+SET_FIELD = (      # one value of a record given as an instruction
+    "make it {value}", "mark it as {value}", "set the {field} to {value}", "put it down as {value}",
+    "and the {field} is {value}", "{field}: {value}, please",
+)
+TEXT_KINDS = (     # what a user may call a passage they file: (one, several)
+    ("tip", "tips"), ("piece of advice", "advice"), ("rule", "rules"), ("guideline", "guidelines"),
+    ("warning", "warnings"), ("instruction", "instructions"), ("reminder from the manual", "manual notes"),
+    ("policy", "policies"), ("hint", "hints"),
+)
+FILE_KIND = (
+    'Keep this {kind} in the knowledge base: "{passage}"',
+    'here is a {kind} I want to be able to search later: "{passage}"',
+    'File this {kind} as reference text: "{passage}"',
+    '"{passage}" -- that {kind} goes into the knowledge base, please.',
+    'Put this {kind} somewhere searchable (the knowledge base): "{passage}"',
+)
+NOTE_WHERE_NAMED = (  # where every store in use holds what, the filed texts called what the user called them
+    "Jot down in memory where my {things} ended up and where the {texts} went.",
+    "Save a memory note saying where the {things} are and where the {texts} are.",
+    "for next session, remember where you put the {things} and the {texts}",
+    "Please leave a memory note on where to find both the {things} and the {texts}.",
+    "Write yourself a reminder of where the {things} and those {texts} are stored.",
 )
 NOTE_WHERE_ALL = (  # where every store in use holds what
     "Leave yourself a memory note of where everything lives: the {things} and the background text.",

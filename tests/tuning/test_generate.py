@@ -121,6 +121,20 @@ def test_a_suggestion_leaves_out_the_records_a_remembered_constraint_rules_out(s
     assert left and all(k in suggested for k in left) and not any(k in suggested for k in ruled_out), (note, rows)
 
 
+def test_a_look_up_of_a_record_never_stored_answers_from_the_empty_result(shared, worker_url):
+    # the query finds no row and the tool says so; the answer names the record and quotes no
+    # value, where a model answering from elsewhere would fill one in
+    registry, probe = shared
+    task, turn = _task_with("lookup_missing", registry.openai_tools())
+    outcome = _play_with_card(task, worker_url, probe)
+    assert outcome.kept, outcome.problems
+    final = next(r for r in outcome.examples if r["kind"] == "answer" and r["turn_kind"] == "lookup_missing")
+    result = json.loads(final["messages"][-1]["content"])["data"]
+    assert result["rows"] == [] and "no row matched" in result["note"]
+    answer = final["chosen"]["content"]
+    assert turn.expect.answer_contains[0] in answer and re.search(r"\b(no|nothing)\b", answer, re.I), answer
+
+
 def _play_with_card(task, worker_url, probe):
     """Play `task` as generate.py does: a status turn reads the card this task's plan knows."""
     with runtime_stub() as runtime:
@@ -129,7 +143,8 @@ def _play_with_card(task, worker_url, probe):
 
 SPOILED = {"keep": "sql:", "file": "rag top-", "note": "memory note saved", "query": "answer contains",
            "lookup": "answer contains", "keep_status": "(keep_status): sql:", "keep_figure": "(keep_figure): sql ",
-           "keep_found": "(keep_found): sql:", "lookup_reported": "answer contains", "choose": "answer contains"}
+           "keep_found": "(keep_found): sql:", "lookup_reported": "answer contains", "choose": "answer contains",
+           "lookup_which": "answer contains"}
 
 
 @pytest.mark.parametrize("kind", list(SPOILED))
@@ -140,7 +155,7 @@ def test_spoiled_gold_work_fails_the_store_checks(shared, worker_url, kind):
     task, turn = _task_with(kind, registry.openai_tools())
     last = max(i for i, s in enumerate(turn.steps) if s.calls)
     name, args = turn.steps[last].calls[-1]
-    if kind in ("query", "lookup", "lookup_reported", "choose"):
+    if kind in ("query", "lookup", "lookup_reported", "choose", "lookup_which"):
         turn.steps[-1] = Step(answer=lambda results: "I checked, it is all fine.")
     elif kind.startswith("keep"):          # a reported value is the last one of a keep_figure's row
         value = turn.expect.sql[-1].contains[-1 if kind == "keep_figure" else 0]

@@ -18,6 +18,7 @@ from tuning.offer import PARAPHRASES
 from tuning.records import Table
 from tuning.runtime_stub import card
 from tuning.tasks import FLOWS, build
+from tuning.wording import SET_FIELD
 
 N = 400
 
@@ -271,3 +272,17 @@ def test_the_code_the_generator_teaches_works():
         name = code.split("(")[0].removeprefix("def ")
         args, result = BEHAVES[name]
         assert scope[name](*args) == result, name
+
+
+def test_a_record_said_with_one_value_as_an_instruction_still_says_every_value():
+    # "RQ-123, tenant Amina, flat 4; make it urgent": the instruction form moves a value, never drops one
+    from tuning.blocks import Builder
+    from tuning.domains import BY_NAME
+    seen = 0
+    for i in range(200):
+        b = Builder(random.Random(i), BY_NAME["tenant-requests"])
+        record = b.table.new_record(b.rng)
+        phrase = b.records_phrase([record])
+        assert all(str(v) in phrase for v in record.values()), (phrase, record)
+        seen += any(f"; {form.split(' {')[0]}" in phrase for form in SET_FIELD)
+    assert 20 < seen < 120
