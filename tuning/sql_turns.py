@@ -237,7 +237,7 @@ class SqlTurns:
         key = self.d.key
         row = next(r for r in t.rows if r[f.name] == value)
         sql = f"SELECT {key.name} FROM {t.name} WHERE {f.name} = {literal(value)}"
-        steps = self.find_table() + self.schema_first(f, sql) + [Step([("sql_query", {"db": t.db, "sql": sql})])]
+        steps = self.find_table() + self.schema_first(key, sql) + [Step([("sql_query", {"db": t.db, "sql": sql})])]
         where = self.where()
         self.said[row[key.name]] = dict(row)
 
