@@ -88,6 +88,19 @@ class Builder(SqlTurns, StoreTurns, ReportedTurns):
     def numeric(self) -> list:
         return [f for f in self.d.fields[1:] if f.kind in ("int", "real")]
 
+    def named_place(self, db: str, table: str) -> tuple[str, str]:
+        """Where a user who names it says a first keep goes: these names, or at times ones no
+        domain uses, so that the names are copied from the request rather than recalled."""
+        rng = self.rng
+        if rng.random() < 0.5:
+            db = rng.choice(W.NAMED_DBS) + (f"_{rng.choice('abcdefghst')}{rng.randint(1, 9)}" if rng.random() < 0.4 else "")
+            table = rng.choice(W.NAMED_TABLES)
+        return db, table
+
+    def in_named_table(self, request: str, db: str, table: str, columns: list[str]) -> str:
+        request = request.rstrip() + ("" if request.rstrip()[-1:] in ".?!" else ".")
+        return self.rng.choice(W.IN_NAMED_TABLE).format(request=request, db=db, table=table, columns=", ".join(columns))
+
     def can_sql(self) -> bool:
         """Whether the current session can name the table: it saw it, or a note says where."""
         return self.knows_table or self.where_note

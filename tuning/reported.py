@@ -64,6 +64,7 @@ class Report:
     kind: str                  # status | figure | found
     facts: list[Fact]
     words: str = ""            # how a user calls it as a whole: "total cost", or the question it answers
+    asked: tuple = ()          # the facts the user's question asked for (the tool may report more)
 
 
 @dataclass(slots=True)
@@ -97,13 +98,13 @@ def has_letters(text: str) -> bool:
 
 class ReportedTurns:
     # -- what a turn reported -------------------------------------------------------------
-    def report_status(self, fields: list[str]) -> None:
-        """runtime_status answered, quoting `fields` of the task's card."""
+    def report_status(self, fields: list[str], asked: tuple = ()) -> None:
+        """runtime_status answered, quoting `fields` of the task's card; the user asked for `asked`."""
         c = self.runtime_card
         value = {"model": c["id"], "revision": c["revision"], "backend": c["backend"],
                  "architecture": c["architecture"], "context_length": c["context_length"]}
         if not any(t.kind == "status" for t in self.report_tables):     # the same card twice would be a duplicate row
-            self.reported = Report("status", [Fact(f, STATUS_WORDS[f], value[f]) for f in fields])
+            self.reported = Report("status", [Fact(f, STATUS_WORDS[f], value[f]) for f in fields], asked=asked)
 
     def report_figure(self, label: str, value, entry: str | None = None) -> None:
         """An aggregate query returned `value` (and, for a largest or smallest, its `entry`)."""
@@ -143,8 +144,12 @@ class ReportedTurns:
 
     def keep_reported(self) -> TurnPlan:
         r, rng = self.reported, self.rng
-        facts, named = list(r.facts), False
-        if r.kind == "status" and len(facts) > 2 and rng.random() < 0.5:      # the user names some of them
+        facts, named, counted = list(r.facts), False, False
+        draw = rng.random()
+        if r.kind == "status" and r.asked and len(r.asked) < len(facts) and draw < 0.35:
+            # "those three": what the question asked for, not all the tool said
+            facts, counted = [f for f in facts if f.name in r.asked], True
+        elif r.kind == "status" and len(facts) > 2 and draw < 0.65:      # the user names some of them
             facts = [facts[0]] + sorted(rng.sample(facts[1:], rng.randint(1, len(facts) - 1)),
                                         key=lambda f: r.facts.index(f))
             named = True
@@ -152,8 +157,13 @@ class ReportedTurns:
         if r.kind == "found" and not with_source:
             facts = [f for f in facts if f.name != "source"]
         t, new = self.report_table(r, facts)
+        named = new and rng.random() < 0.15                  # the user says where it goes
+        if named:
+            t.db, t.name = self.named_place(t.db, t.name)
         if not new:             # a found answer's `words` is its question: not a name for it
             user = self.pick([w for w in W.KEEP_MORE if r.kind == "figure" or "{stat}" not in w], stat=r.words)
+        elif r.kind == "status" and counted:
+            user = self.pick(W.KEEP_STATUS_ASKED, count=W.count_words(len(facts)))
         elif r.kind == "status":
             user = self.pick(W.KEEP_STATUS_NAMED, fields=W.series([f.words for f in facts])) if named else \
                 self.pick(W.KEEP_STATUS)
@@ -161,6 +171,8 @@ class ReportedTurns:
             user = self.pick(W.KEEP_FIGURE, stat=r.words)
         else:
             user = self.pick(W.KEEP_FOUND_SOURCE if with_source else W.KEEP_FOUND)
+        if named:
+            user = self.in_named_table(user, t.db, t.name, [t.columns[f.name] for f in facts])
         t.rows.append(facts)
         insert = ("sql_exec", {"db": t.db, "sql": t.insert(facts, rng.random() < 0.5)})
         if not new:

@@ -22,6 +22,9 @@ class SqlTurns:
         """Records kept in the table: `n` new ones told in this message, or the `given` ones an
         earlier message told (mention), which the user now refers to without repeating them."""
         t, rng = self.table, self.rng
+        named = not t.created and rng.random() < 0.12        # the user says where it goes
+        if named:
+            t.db, t.name = self.named_place(t.db, t.name)
         records = list(given or [])
         t.rows.extend(records)
         for _ in range(0 if given else n):
@@ -59,6 +62,8 @@ class SqlTurns:
         template = W.KEEP_THOSE if given else W.KEEP if created else W.ADD
         user = self.pick(template, records=self.records_phrase(records), count=W.count_words(n),
                          field=rng.choice(self.d.fields[1:]).words)
+        if named:
+            user = self.in_named_table(user, t.db, t.name, t.columns)
         expect = Expect(called=["sql_exec"], not_called=["rag_ingest", "memory_add"],
                         answer_contains=[fmt(v) for r in records for v in r.values()],
                         sql=[SqlExpect(contains=[fmt(v) for v in r.values()], same_row=True) for r in records])

@@ -202,9 +202,10 @@ class StoreTurns:
             return phrase.format(**found[0]) if found else "The runtime does not answer right now."
         want = [c["id"], c["backend"], str(c["context_length"])]
         expect = Expect(called=["runtime_status"], not_called=WRITES, answer_contains=want)
-        plan = self.turn(self.pick(W.STATUS), [Step([("runtime_status", {})]), Step(answer=answer)],
-                         "status", expect, want)
-        self.report_status(quoted)
+        question, asked = self.rng.choice(W.STATUS)
+        plan = self.turn(self.pick([question]), [Step([("runtime_status", {})]), Step(answer=answer)], "status",
+                         expect, want)
+        self.report_status(quoted, asked)
         return plan
 
     def irrelevant(self) -> TurnPlan:

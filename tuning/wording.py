@@ -338,6 +338,15 @@ NOTE_WHERE = (
     "it'd help if you noted (in memory) where the {things} are",
     "Save a reminder for yourself in memory: the place my {things} are stored.",
 )
+IN_NAMED_TABLE = (   # the user names where a keep goes: the gold uses those names
+    "{request} Use the table {table} in the database {db}.",
+    "{request} Put them in SQLite: database {db}, table {table} ({columns}).",
+    "{request} The table should be called {table}, with columns {columns}, in a database named {db}.",
+    "{request} Database {db}, table {table}, please.",
+    "{request} Name the database {db} and the table {table}.",
+)
+NAMED_DBS = ("main", "personal", "work_db", "mine", "home_data", "shared", "team", "archive_db")
+NAMED_TABLES = ("entries", "items", "log", "list_1", "records", "t1", "tracker", "my_rows", "facts_table")
 SET_FIELD = (      # one value of a record given as an instruction
     "make it {value}", "mark it as {value}", "set the {field} to {value}", "put it down as {value}",
     "and the {field} is {value}", "{field}: {value}, please",
@@ -517,6 +526,13 @@ KEEP_STATUS = (    # the details runtime_status just reported, kept as a row
     "Please keep a record of this model's details in the database.",
     "hang on to that info, in a table please",
 )
+KEEP_STATUS_ASKED = (   # only what the user asked about, counted, of all the tool reported
+    "Save the {count} things I asked about as one row in a table.",
+    "put those {count} answers into the database, exactly as reported",
+    "Only what I asked for, please: store those {count} values in a table.",
+    "I want those {count} details on record -- a row in SQLite will do.",
+    "make a table with the {count} values I asked you for",
+)
 KEEP_STATUS_NAMED = (
     "Store the {fields} you just found in a table.",
     "save the {fields} as a row, I will want them again",
@@ -580,19 +596,19 @@ GREETING = ("Hello!", "hey there", "Good morning, how are things?", "Hi, are you
             "How are you today?", "hi! what can you help me with?", "hi", "Hello there!", "morning!",
             "Hey, good to see you.", "hiya", "Good afternoon!", "Hello again, hope you're well.",
             "Hi, quick hello before we start.", "Greetings!", "hello, anybody home?")
-STATUS = (          # what serves the user: the runtime_status tool
-    "Which model am I talking to right now, and on which backend?",
-    "what's running you at the moment? model name, backend and context size please",
-    "Before we start: tell me the chat model, its backend and its context window.",
-    "Check the stack for me -- which model is loaded and how many tokens of context does it take?",
-    "Are you on the GPU or the CPU? And which model are you?",
-    "what model are you, and what backend are you on?",
-    "Tell me about the runtime: model, backend, context length.",
-    "Which LLM is serving this chat, and what backend runs it?",
-    "How big is your context window, and which model is loaded?",
-    "Quick system check: model id, backend, context size?",
-    "I'm curious what's powering you -- which model and which backend?",
-    "Can you report the runtime status? Model, backend and context length, please.",
+STATUS = (          # what serves the user: the runtime_status tool, and the details each wording asks for
+    ("Which model am I talking to right now, and on which backend?", ("model", "backend")),
+    ("what's running you at the moment? model name, backend and context size please", ("model", "backend", "context_length")),
+    ("Before we start: tell me the chat model, its backend and its context window.", ("model", "backend", "context_length")),
+    ("Check the stack for me -- which model is loaded and how many tokens of context does it take?", ("model", "context_length")),
+    ("Are you on the GPU or the CPU? And which model are you?", ("backend", "model")),
+    ("what model are you, and what backend are you on?", ("model", "backend")),
+    ("Tell me about the runtime: model, backend, context length.", ("model", "backend", "context_length")),
+    ("Which LLM is serving this chat, and what backend runs it?", ("model", "backend")),
+    ("How big is your context window, and which model is loaded?", ("context_length", "model")),
+    ("Quick system check: model id, backend, context size?", ("model", "backend", "context_length")),
+    ("I'm curious what's powering you -- which model and which backend?", ("model", "backend")),
+    ("Can you report the runtime status? Model, backend and context length, please.", ("model", "backend", "context_length")),
 )
 INTENT = (          # what the user wants to do, without the data yet: nothing to call
     "Hi! I want to start keeping track of my {things}.",

@@ -2,6 +2,7 @@
 offers the tools its gold steps call, and no plan's text overlaps the evaluation suites."""
 from __future__ import annotations
 
+import difflib
 import json
 import random
 import re
@@ -201,7 +202,8 @@ def test_what_a_tool_reported_is_kept_from_its_result_not_from_the_request(plans
 
 
 def test_kept_reports_get_columns_named_after_what_was_reported_under_varied_names(plans):
-    _, tasks = plans
+    schemas, tasks = plans
+    tasks = tasks + [build(i, 1, schemas) for i in range(N, 3 * N)]       # status keeps are a few in a hundred
     creates = [a["sql"] for task in tasks for t in task.turns if t.kind == "keep_status" for s in t.steps
                for name, a in s.calls if a.get("sql", "").startswith("CREATE")]
     shapes = {sql[sql.index("("):] for sql in creates}
@@ -286,3 +288,45 @@ def test_a_record_said_with_one_value_as_an_instruction_still_says_every_value()
         assert all(str(v) in phrase for v in record.values()), (phrase, record)
         seen += any(f"; {form.split(' {')[0]}" in phrase for form in SET_FIELD)
     assert 20 < seen < 120
+
+
+def test_a_first_keep_goes_where_the_user_says(plans):
+    # "... Database main, table entries, please.": the gold's CREATE and INSERTs use those names
+    from tuning.wording import IN_NAMED_TABLE
+    shapes = [re.compile(re.escape(t).replace(r"\{request\}", ".*").replace(r"\{db\}", r"(?P<db>\w+)")
+                         .replace(r"\{table\}", r"(?P<table>\w+)").replace(r"\{columns\}", r"[\w, ]+") + "$", re.S)
+              for t in IN_NAMED_TABLE]
+    schemas, tasks = plans
+    named = 0
+    for task in tasks + [build(i, 1, schemas) for i in range(N, 2 * N)]:
+        for t in task.turns:
+            m = next((m for m in (s.search(t.user) for s in shapes) if m), None)
+            if m is None or not t.kind.startswith("keep"):
+                continue
+            calls = [a for s in t.steps if not s.fails for name, a in s.calls if name == "sql_exec"]
+            assert calls and all(a["db"] == m["db"] and f" {m['table']} " in a["sql"] for a in calls), (t.user, calls)
+            named += 1
+    assert named >= 10
+
+
+def test_those_n_details_are_the_ones_the_user_asked_about(plans):
+    # runtime_status reports more than was asked; "those three" keeps the three asked for
+    from tuning.wording import KEEP_STATUS_ASKED, STATUS, count_words
+    numbers = {count_words(n): n for n in range(1, 6)}
+    shapes = [re.compile(re.escape(k).replace(r"\{count\}", r"(?P<count>\w+)")) for k in KEEP_STATUS_ASKED]
+    schemas, tasks = plans
+    seen = 0
+    for task in tasks + [build(i, 1, schemas) for i in range(N, 3 * N)]:
+        asked = None
+        for t in task.turns:
+            if t.kind == "status":
+                # the question, maybe with a typo: the wording closest to it
+                asked = max(STATUS, key=lambda qa: difflib.SequenceMatcher(None, qa[0], t.user).ratio())[1]
+            m = next((m for m in (s.fullmatch(t.user) for s in shapes) if m), None)
+            if t.kind == "keep_status" and m:
+                count = numbers[m["count"]]
+                insert = next(a["sql"] for s in t.steps for name, a in s.calls if a["sql"].startswith("INSERT"))
+                values = insert.split("VALUES (", 1)[1].rstrip(")").split(", ")
+                assert asked and len(values) == count == len(asked), (t.user, insert, asked)
+                seen += 1
+    assert seen >= 3
