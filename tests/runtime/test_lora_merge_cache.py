@@ -2,6 +2,8 @@
 and adapter reads them instead of merging again, and a damaged copy is merged again."""
 from __future__ import annotations
 
+import errno
+
 import numpy as np
 from gguf import GGMLQuantizationType as Q
 
@@ -32,10 +34,30 @@ def test_merged_weights_are_kept_and_read_back(tiny_gguf, tmp_path, monkeypatch)
         a, b = fresh.tensors[k], again.tensors[k]
         assert (a.name, a.qtype, a.shape) == (b.name, b.qtype, b.shape) and np.array_equal(a.data, b.data)
 
+    want = {k: np.array(fresh.tensors[k].data) for k in changed}   # fresh maps the files damaged next
     damaged = next((cache / next(iter(cache.iterdir())).name).glob("*.npy"))
     damaged.write_bytes(damaged.read_bytes()[:100])
     third = lm.merge_adapter(model, adapter, Q.Q8_0, cache)
     assert len(calls) == 2 * n                                   # merged again, and kept again
-    assert all(np.array_equal(third.tensors[k].data, fresh.tensors[k].data) for k in changed)
+    assert all(np.array_equal(third.tensors[k].data, want[k]) for k in changed)
     lm.merge_adapter(model, adapter, Q.Q8_0, cache)
     assert len(calls) == 2 * n                                   # the good copy is back in place
+
+
+def test_a_full_disk_merges_in_memory_and_keeps_nothing(tiny_gguf, tmp_path, monkeypatch):
+    """The merge writes into files whose space is taken first: no room is an error there (not a
+    SIGBUS mid-merge), and the load goes on with the tensors in memory."""
+    base = tiny_gguf("qwen2")
+    make_adapter(base, tmp_path / "lora", seed=5)
+    model = load_gguf(base)
+    adapter = load_adapter(tmp_path / "lora", model.spec)
+    want = lm.merge_adapter(model, adapter, Q.Q8_0)
+
+    def full(fd, offset, length):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(lm.os, "posix_fallocate", full)
+    cache = tmp_path / "merged"
+    got = lm.merge_adapter(model, adapter, Q.Q8_0, cache)
+    assert list(cache.iterdir()) == []
+    changed = [k for k in want.tensors if want.tensors[k] is not model.tensors[k]]
+    assert changed and all(np.array_equal(got.tensors[k].data, want.tensors[k].data) for k in changed)

@@ -1,7 +1,8 @@
 """runtime/merge_quants.py against gguf-py's quants (the reference), bit for bit: Q5_0 and Q8_0
 rows unpacked from every byte pattern, Q8_0 made from values that round at exact halves, from
 all-zero blocks and from wide magnitudes, and a merged projection (rows past the last whole
-chunk included) equal to gguf-py's quantize of W + B A."""
+chunk included) equal to gguf-py's quantize of W + B A, in numpy and in the CPU kernels' C
+(merge.inc) from every block type they read, on every instruction set this CPU runs."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,6 +10,8 @@ import pytest
 from gguf import GGMLQuantizationType as Q
 from gguf import quants
 
+from dev.synthetic import random_kquant
+from runtime.backends import cpu_kernels
 from runtime.gguf import GGUFTensor
 from runtime.lora import Factors
 from runtime.lora_merge import ROWS, merge_tensor
@@ -58,3 +61,43 @@ def test_a_merged_projection_is_gguf_s_quantize_of_w_plus_ba(qtype):
     want = quants.quantize(quants.dequantize(base.data, qtype) + f.b @ f.a, Q.Q8_0)
     assert (merged.name, merged.qtype, merged.shape) == ("blk.0.attn_q.weight+lora", Q.Q8_0, (rows, cols))
     assert np.array_equal(merged.data, want)
+
+
+kernels = cpu_kernels.load()
+
+
+def c_merge_cases():
+    """(qtype, raw, factors): random blocks of each type the kernels read, the first rows zero
+    (d = 0 where B A is 0 too); and Q8_0 rows of scale 1 that B A moves onto exact halves."""
+    rng = np.random.default_rng(5)
+    rows, cols, r = ROWS * 2 + 22, 512, 8
+    for qtype in cpu_kernels.BLOCK_TYPES:
+        if qtype in (Q.Q4_K, Q.Q5_K, Q.Q6_K):
+            raw = random_kquant(rows, cols, qtype, rng, 0.05)
+        else:
+            raw = quants.quantize(rng.normal(0, 0.05, (rows, cols)).astype(np.float32), qtype)
+        raw[:3] = 0                             # zero scales: rows of zeros
+        f = Factors(rng.normal(0, 0.1, (r, cols)).astype(np.float32), rng.normal(0, 0.1, (rows, r)).astype(np.float32))
+        f.b[:2] = 0
+        yield pytest.param(qtype, raw, f, id=qtype.name)
+    q = np.tile(np.array([127, -127, 2, -3, 0, 1, -1, 5], np.int8), 4 * cols // 32)[None, :cols]
+    raw = quants.quantize(q.astype(np.float32), Q.Q8_0)                  # d = 1: the quants themselves
+    halves = np.tile(np.array([0, 0, 0.5, -0.5, 0.5, -0.5, 0.5, 0.5], np.float32), cols // 8)[None]
+    yield pytest.param(Q.Q8_0, raw, Factors(halves, np.ones((1, 1), np.float32)), id="Q8_0-halves")
+
+
+@pytest.mark.skipif(kernels is None, reason="CPU block kernels not built (pip install -e .)")
+@pytest.mark.parametrize("level", [2, 1, 0], ids=["avx512-vnni", "avx2", "portable"])
+@pytest.mark.parametrize("qtype, raw, f", list(c_merge_cases()))
+def test_the_c_merge_is_gguf_s_quantize_of_w_plus_ba(qtype, raw, f, level):
+    if kernels.use_level(level) != level:
+        kernels.use_level(2)
+        pytest.skip(f"this CPU has no level {level} path")
+    try:
+        rows, cols = raw.shape[0], f.a.shape[1]
+        merged = merge_tensor(GGUFTensor("blk.0.ffn_up.weight", qtype, (rows, cols), raw), f, Q.Q8_0, "+lora", kernels)
+        want = quants.quantize(quants.dequantize(raw, qtype) + f.b @ f.a, Q.Q8_0)
+        assert (merged.qtype, merged.shape) == (Q.Q8_0, (rows, cols))
+        assert np.array_equal(merged.data, want)
+    finally:
+        kernels.use_level(2)

@@ -98,6 +98,7 @@ class Kernels:
         lib.sv_matmul.argtypes, lib.sv_matmul.restype = [i, p, L, i, i, i, p, L], i
         lib.sv_dequantize.argtypes, lib.sv_dequantize.restype = [i, p, L, i, i, p], i
         lib.sv_set_level.argtypes, lib.sv_set_level.restype = [i], i
+        lib.sv_merge_q8_0.argtypes, lib.sv_merge_q8_0.restype = [i, p, L, i, i, p, p], i
         lib.sv_rmsnorm.argtypes, lib.sv_rmsnorm.restype = [p, p, p, ctypes.c_float, i, i, p, p], None
         lib.sv_attention_decode.argtypes = [p, i, i, i, i, p, p, p, p, p, p, i, p, p, ctypes.c_float, p]
         lib.sv_attention_decode.restype = i
@@ -214,6 +215,18 @@ class Kernels:
         out = (ctypes.c_long * 3)()
         self.lib.sv_pool_totals(out)
         return {"tiles": out[0], "by_workers": out[1], "jobs_alone": out[2]}
+
+    def merge_q8_0(self, qtype: Q, raw: np.ndarray, cols: int, delta: np.ndarray, out: np.ndarray) -> None:
+        """Q8_0 rows of dequantize(raw) + delta into out [n, cols / 32 * 34] uint8, bit for bit
+        gguf-py's (merge.inc). Not serialized: it keeps nothing in the library's globals, so
+        threads call it side by side (ctypes lets go of the GIL)."""
+        raw, delta = np.ascontiguousarray(raw), _f32(delta)
+        assert delta.shape == (raw.shape[0], cols) and out.shape == (raw.shape[0], cols // 32 * 34)
+        assert out.dtype == np.uint8 and out.flags.c_contiguous
+        rc = self.lib.sv_merge_q8_0(int(qtype), raw.ctypes.data, raw.shape[1], raw.shape[0], cols,
+                                    delta.ctypes.data, out.ctypes.data)
+        if rc:
+            raise MemoryError(f"no memory to merge {qtype.name} rows of {cols}")
 
     @_serial
     def dequantize(self, qtype: Q, raw: np.ndarray, cols: int) -> np.ndarray:
