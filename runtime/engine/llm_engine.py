@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from dataclasses import dataclass, field
@@ -153,7 +154,9 @@ class LLMEngine:
     @classmethod
     def from_gguf(cls, config: EngineConfig, ops: Ops | None = None) -> LLMEngine:
         """The engine for config.model: its weights on `ops` (default: config's backend), its
-        tokenizer and chat template from the same file."""
+        tokenizer and chat template from the same file. The tokenizer is built in a thread
+        beside the weights (its build holds the GIL, an adapter's merge does not): phase
+        "tokenizer" is what was left to wait for once the weights were in place."""
         phases, t0 = {}, time.monotonic()
 
         def done(phase: str) -> None:
@@ -161,18 +164,20 @@ class LLMEngine:
 
         gguf = load_gguf(config.model)
         done("gguf")
-        ops = ops or create_backend(config.backend, config.cpu_dtype, config.cuda, config.kernel_cache)
-        done("backend")
-        tokenizer = Tokenizer(gguf.path, config.tokenizer_cache, metadata=gguf.metadata)
-        done("tokenizer")
-        num_blocks, max_model_len = kv_layout(config, gguf.spec, ops)
-        adapter = load_adapter(config.lora, gguf.spec) if config.lora else None
-        merged = adapter is not None and config.lora_mode == "merged"
-        if merged:
-            gguf = merge_adapter(gguf, adapter, ops.merge_qtype, config.merge_cache)
-            done("merge")
-        model = build_model(gguf, ops, max_model_len, None if merged else adapter)
-        done("weights")
+        with ThreadPoolExecutor(1, thread_name_prefix="tokenizer") as pool:
+            building = pool.submit(Tokenizer, gguf.path, config.tokenizer_cache, metadata=gguf.metadata)
+            ops = ops or create_backend(config.backend, config.cpu_dtype, config.cuda, config.kernel_cache)
+            done("backend")
+            num_blocks, max_model_len = kv_layout(config, gguf.spec, ops)
+            adapter = load_adapter(config.lora, gguf.spec) if config.lora else None
+            merged = adapter is not None and config.lora_mode == "merged"
+            if merged:
+                gguf = merge_adapter(gguf, adapter, ops.merge_qtype, config.merge_cache)
+                done("merge")
+            model = build_model(gguf, ops, max_model_len, None if merged else adapter)
+            done("weights")
+            tokenizer = building.result()
+            done("tokenizer")
         revision = config.revision or quick_digest(gguf.path) + (revision_suffix(adapter.path, adapter.sha256) if adapter else "")
         engine = cls(config, model, tokenizer, ops, revision=revision, adapter=adapter)
         done("kv_cache")

@@ -63,6 +63,12 @@ class _Weight(ctypes.Structure):
     _fields_ = [("nparts", c_int), ("K", c_int), ("N", c_int), ("part", _Part * 3)]
 
 
+class _MergeJob(ctypes.Structure):
+    """merge.c's merge_job: one projection's blocks, its LoRA factors and where its Q8_0 goes."""
+    _fields_ = [("type", c_int), ("N", c_int), ("K", c_int), ("R", c_int), ("row_bytes", c_long), ("w", c_ptr),
+                ("b", c_ptr), ("a", c_ptr), ("out", c_ptr)]
+
+
 class DecodeLayer(ctypes.Structure):
     """layer.c's sv_layer: one layer's weights and cache, built once per model."""
     _fields_ = [("attn_norm", c_ptr), ("qkv_bias", c_ptr), ("ffn_norm", c_ptr), ("qkv", _Weight), ("o", _Weight),
@@ -98,7 +104,7 @@ class Kernels:
         lib.sv_matmul.argtypes, lib.sv_matmul.restype = [i, p, L, i, i, i, p, L], i
         lib.sv_dequantize.argtypes, lib.sv_dequantize.restype = [i, p, L, i, i, p], i
         lib.sv_set_level.argtypes, lib.sv_set_level.restype = [i], i
-        lib.sv_merge_q8_0.argtypes, lib.sv_merge_q8_0.restype = [i, p, L, i, i, p, p], i
+        lib.sv_merge_q8_0.argtypes, lib.sv_merge_q8_0.restype = [p, i, i], i
         lib.sv_rmsnorm.argtypes, lib.sv_rmsnorm.restype = [p, p, p, ctypes.c_float, i, i, p, p], None
         lib.sv_attention_decode.argtypes = [p, i, i, i, i, p, p, p, p, p, p, i, p, p, ctypes.c_float, p]
         lib.sv_attention_decode.restype = i
@@ -115,6 +121,12 @@ class Kernels:
         got = self.lib.sv_set_level(min(level, self.best))
         self.level = LEVELS[got]
         return got
+
+    @property
+    def fused_multiply_add(self) -> bool:
+        """Whether the instruction set in use has FMA (AVX2, AVX512): without it merge_q8_0 calls
+        libm's fmaf for every product, slower than numpy."""
+        return self.level != LEVELS[0]
 
     def supports(self, t) -> bool:
         return t.qtype in BLOCK_TYPES and t.shape[1] % 32 == 0 and t.data.ndim == 2
@@ -216,17 +228,23 @@ class Kernels:
         self.lib.sv_pool_totals(out)
         return {"tiles": out[0], "by_workers": out[1], "jobs_alone": out[2]}
 
-    def merge_q8_0(self, qtype: Q, raw: np.ndarray, cols: int, delta: np.ndarray, out: np.ndarray) -> None:
-        """Q8_0 rows of dequantize(raw) + delta into out [n, cols / 32 * 34] uint8, bit for bit
-        gguf-py's (merge.inc). Not serialized: it keeps nothing in the library's globals, so
-        threads call it side by side (ctypes lets go of the GIL)."""
-        raw, delta = np.ascontiguousarray(raw), _f32(delta)
-        assert delta.shape == (raw.shape[0], cols) and out.shape == (raw.shape[0], cols // 32 * 34)
-        assert out.dtype == np.uint8 and out.flags.c_contiguous
-        rc = self.lib.sv_merge_q8_0(int(qtype), raw.ctypes.data, raw.shape[1], raw.shape[0], cols,
-                                    delta.ctypes.data, out.ctypes.data)
-        if rc:
-            raise MemoryError(f"no memory to merge {qtype.name} rows of {cols}")
+    def merge_q8_0(self, jobs: list[tuple[Q, np.ndarray, int, np.ndarray, np.ndarray, np.ndarray]]) -> None:
+        """For each (qtype, raw [n, bytes], cols, b [n, r], a [r, cols], out [n, cols / 32 * 34]
+        uint8): out = the Q8_0 rows of dequantize(raw) + b a, bit for bit gguf-py's quantize of
+        numpy's (merge.inc). One call on threads of its own, the GIL let go throughout; not
+        serialized (it shares nothing with the matmul pool)."""
+        keep, structs = [], []
+        for qtype, raw, cols, b, a, out in jobs:
+            raw, b, a = np.ascontiguousarray(raw), _f32(b), _f32(a)
+            n, r = b.shape
+            assert raw.shape[0] == n and a.shape == (r, cols) and out.shape == (n, cols // 32 * 34)
+            assert out.dtype == np.uint8 and out.flags.c_contiguous
+            keep += [raw, b, a]                  # alive until the call returns (see rms_norm)
+            structs.append(_MergeJob(int(qtype), n, cols, r, raw.shape[1], raw.ctypes.data, b.ctypes.data,
+                                     a.ctypes.data, out.ctypes.data))
+        array = (_MergeJob * len(structs))(*structs)
+        if self.lib.sv_merge_q8_0(array, len(structs), self.threads):
+            raise MemoryError(f"no memory to merge {len(structs)} projections")
 
     @_serial
     def dequantize(self, qtype: Q, raw: np.ndarray, cols: int) -> np.ndarray:

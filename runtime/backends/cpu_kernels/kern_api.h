@@ -17,8 +17,8 @@ struct kern {
                    int D, float scale, float *out, long ldo);
     void (*attend_decode)(const float *q, int G, const float *k, const float *v, long ldkv,
                           const int64_t *slots, long n, int D, float scale, float *out);
-    void (*merge_q8_0)(unpack_fn unpack, const uint8_t *w, long row_bytes, int N, int K, const float *delta,
-                       uint8_t *out, uint8_t *q, float *s, float *m, float *x);
+    void (*merge_q8_0)(unpack_fn unpack, const uint8_t *w, long row_bytes, int N, int K, const float *b, int R,
+                       const float *a, uint8_t *out, uint8_t *q, float *s, float *m, float *x);
 };
 #endif
 #ifdef NAME

@@ -4,7 +4,6 @@
  *                          the worker threads; returns the level (2, 1, 0)
  *   sv_quantize(x[T,K])    activations -> int8 per 32 values (see kern.inc), kept here
  *   sv_matmul(type, w)     y[T, ldy] columns [0, N) = x . w^T, w the raw GGUF rows [N, row_bytes]
- *   sv_merge_q8_0(type, w) Q8_0 rows of w + delta, a LoRA merged at load (merge.inc)
  *
  * Threads: one pool of workers, not pinned (on a shared machine a pinned worker and the
  * caller could be kept on one CPU while the other ran someone else); the caller's thread
@@ -350,19 +349,8 @@ int sv_dequantize(int type, const uint8_t *w, long row_bytes, int N, int K, floa
     return 0;
 }
 
-/* A LoRA merge (merge.inc): N raw rows + delta [N, K] -> Q8_0 rows [N, K / 32 * 34]. Its own
- * scratch, no pool: reentrant, so Python threads merge tensors side by side. Returns 0, or -1
- * for an unknown type, a row length not a multiple of 32 or a failed allocation. */
-int sv_merge_q8_0(int type, const uint8_t *w, long row_bytes, int N, int K, const float *delta, uint8_t *out) {
-    unpack_fn u = K_->unpacker(type);
-    if (!u || K % 32) return -1;
-    uint8_t *q = malloc((size_t)K);
-    float *s = malloc((size_t)K / 16 * 4), *m = malloc((size_t)K / 16 * 4), *x = malloc((size_t)K * 4);
-    int ok = q && s && m && x;
-    if (ok) K_->merge_q8_0(u, w, row_bytes, N, K, delta, out, q, s, m, x);
-    free(q); free(s); free(m); free(x);
-    return ok ? 0 : -1;
-}
+/* The kernels of the instruction set in use, for merge.c. */
+const struct kern *sv_kern(void) { return K_; }
 
 /* Causal attention of one sequence's n_q queries, the last of its n_ctx = first + n_q positions,
  * the heads shared out over the pool: q [n_q, Hq, D] roped, k, v [n_ctx, Hkv, D] contiguous,
