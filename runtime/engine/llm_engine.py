@@ -154,9 +154,9 @@ class LLMEngine:
     @classmethod
     def from_gguf(cls, config: EngineConfig, ops: Ops | None = None) -> LLMEngine:
         """The engine for config.model: its weights on `ops` (default: config's backend), its
-        tokenizer and chat template from the same file. The tokenizer is built in a thread
-        beside the weights (its build holds the GIL, an adapter's merge does not): phase
-        "tokenizer" is what was left to wait for once the weights were in place."""
+        tokenizer and chat template from the same file. An adapter's merge runs in a thread
+        beside the tokenizer's build: the build holds the GIL, the merge (one C call) does
+        not; phase "merge" is what was left to wait for once the tokenizer was built."""
         phases, t0 = {}, time.monotonic()
 
         def done(phase: str) -> None:
@@ -164,20 +164,22 @@ class LLMEngine:
 
         gguf = load_gguf(config.model)
         done("gguf")
-        with ThreadPoolExecutor(1, thread_name_prefix="tokenizer") as pool:
-            building = pool.submit(Tokenizer, gguf.path, config.tokenizer_cache, metadata=gguf.metadata)
-            ops = ops or create_backend(config.backend, config.cpu_dtype, config.cuda, config.kernel_cache)
-            done("backend")
-            num_blocks, max_model_len = kv_layout(config, gguf.spec, ops)
-            adapter = load_adapter(config.lora, gguf.spec) if config.lora else None
-            merged = adapter is not None and config.lora_mode == "merged"
-            if merged:
-                gguf = merge_adapter(gguf, adapter, ops.merge_qtype, config.merge_cache)
-                done("merge")
-            model = build_model(gguf, ops, max_model_len, None if merged else adapter)
-            done("weights")
-            tokenizer = building.result()
+        ops = ops or create_backend(config.backend, config.cpu_dtype, config.cuda, config.kernel_cache)
+        done("backend")
+        num_blocks, max_model_len = kv_layout(config, gguf.spec, ops)
+        adapter = load_adapter(config.lora, gguf.spec) if config.lora else None
+        if adapter:
+            done("lora")
+        merged = adapter is not None and config.lora_mode == "merged"
+        with ThreadPoolExecutor(1, thread_name_prefix="lora-merge") as pool:
+            merging = pool.submit(merge_adapter, gguf, adapter, ops.merge_qtype, config.merge_cache) if merged else None
+            tokenizer = Tokenizer(gguf.path, config.tokenizer_cache, metadata=gguf.metadata)
             done("tokenizer")
+            if merging:
+                gguf = merging.result()
+                done("merge")
+        model = build_model(gguf, ops, max_model_len, None if merged else adapter)
+        done("weights")
         revision = config.revision or quick_digest(gguf.path) + (revision_suffix(adapter.path, adapter.sha256) if adapter else "")
         engine = cls(config, model, tokenizer, ops, revision=revision, adapter=adapter)
         done("kv_cache")

@@ -155,6 +155,6 @@ def test_bad_requests_are_refused_and_engine_keeps_working(model_path, tokenizer
 
 def test_load_reports_its_phases(model_path, tokenizer_cache):
     engine = make_engine(model_path, tokenizer_cache)
-    assert list(engine.load_phases) == ["gguf", "backend", "weights", "tokenizer", "kv_cache"]   # tokenizer: built beside
+    assert list(engine.load_phases) == ["gguf", "backend", "tokenizer", "weights", "kv_cache"]
     assert all(s >= 0 for s in engine.load_phases.values())
     assert sum(engine.load_phases.values()) <= engine.load_seconds + 1e-6

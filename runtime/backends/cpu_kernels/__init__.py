@@ -228,11 +228,12 @@ class Kernels:
         self.lib.sv_pool_totals(out)
         return {"tiles": out[0], "by_workers": out[1], "jobs_alone": out[2]}
 
-    def merge_q8_0(self, jobs: list[tuple[Q, np.ndarray, int, np.ndarray, np.ndarray, np.ndarray]]) -> None:
+    def merge_q8_0(self, jobs: list[tuple[Q, np.ndarray, int, np.ndarray, np.ndarray, np.ndarray]],
+                   threads: int = 0) -> None:
         """For each (qtype, raw [n, bytes], cols, b [n, r], a [r, cols], out [n, cols / 32 * 34]
         uint8): out = the Q8_0 rows of dequantize(raw) + b a, bit for bit gguf-py's quantize of
         numpy's (merge.inc). One call on threads of its own, the GIL let go throughout; not
-        serialized (it shares nothing with the matmul pool)."""
+        serialized (it shares nothing with the matmul pool). threads: 0, the kernels' own count."""
         keep, structs = [], []
         for qtype, raw, cols, b, a, out in jobs:
             raw, b, a = np.ascontiguousarray(raw), _f32(b), _f32(a)
@@ -243,7 +244,7 @@ class Kernels:
             structs.append(_MergeJob(int(qtype), n, cols, r, raw.shape[1], raw.ctypes.data, b.ctypes.data,
                                      a.ctypes.data, out.ctypes.data))
         array = (_MergeJob * len(structs))(*structs)
-        if self.lib.sv_merge_q8_0(array, len(structs), self.threads):
+        if self.lib.sv_merge_q8_0(array, len(structs), threads or self.threads):
             raise MemoryError(f"no memory to merge {len(structs)} projections")
 
     @_serial
