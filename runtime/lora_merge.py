@@ -83,6 +83,8 @@ def merge_into(jobs: list[tuple[GGUFTensor, Factors]], outs: list[np.ndarray], q
         kernels.merge_q8_0([(t.qtype, np.asarray(t.data), t.shape[1], f.b, f.a, out)
                             for (t, f), out, c in zip(jobs, outs, in_c) if c])
     rest = [(t, f, out) for (t, f), out, c in zip(jobs, outs, in_c) if not c]
+    if not rest:
+        return
     # numpy's dequantize / quantize / matmul release the GIL: the tensors merge side by side,
     # each on one BLAS thread (a BLAS pool per merging thread halved the merge's speed on 2 cores)
     from threadpoolctl import threadpool_limits
