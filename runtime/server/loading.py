@@ -29,40 +29,23 @@ import numpy as np
 
 from httpkit.errors import APIError
 from runtime.engine.llm_engine import LLMEngine
-from runtime.file_digest import ALGORITHMS, file_digest
 from runtime.gguf import ModelLoadError, quick_digest
 from runtime.lora import AdapterError, revision_suffix, weights_sha256
 from runtime.sampling import SamplingParams
 from runtime.server.bridge import EngineLoop
+from runtime.server.model_digest import model_digest, same_content
 from runtime.server.state import ServerState
 
 log = logging.getLogger(__name__)
 SMOKE_PROMPT = "Hello"
 SMOKE_TOKENS = 4
 GRAMMAR_AFTER_S = 2.0
-DIGEST = "sha256"
 
 
 class Refused(Exception):
     def __init__(self, status: int, reason: str):
         super().__init__(reason)
         self.status, self.reason = status, reason
-
-
-def model_digest(state: ServerState, path: str | Path) -> str:
-    """The whole GGUF's digest as the registry records it, "sha256:<hex>" (read beside the load,
-    from the page cache), kept per file version under the data directory: a later start of
-    the same file does not read it again. sha256 runs on the CPU's SHA unit where it has one:
-    0.33 s for the default 0.5 GB GGUF here, where blake2b took 0.85 s and held a first
-    start's /health back by 0.5 s after the load."""
-    return f"{DIGEST}:{file_digest(path, DIGEST, state.config.digest_cache)}"
-
-
-def same_content(state: ServerState, path: str | Path, recorded: str) -> bool:
-    """Whether the file at `path` still has the digest `recorded`, computed the way it was (a bare
-    hex, as registries recorded before, is blake2b-128; an algorithm unknown here never matches)."""
-    algorithm, hexdigest = recorded.split(":", 1) if ":" in recorded else ("blake2b-128", recorded)
-    return algorithm in ALGORITHMS and file_digest(path, algorithm, state.config.digest_cache) == hexdigest
 
 
 def confined(state: ServerState, path: str, param: str = "path") -> Path:
@@ -146,7 +129,7 @@ def start(state: ServerState) -> None:
     if target and not same_files((target[0], adapter), (cfg.engine.model, cfg.engine.lora)):
         try:
             recorded = entry.get("digest")
-            if recorded is not None and not same_content(state, target[0], recorded):
+            if recorded is not None and not same_content(state.config, target[0], recorded):
                 raise Refused(409, f"{target[0]} changed since revision {target[1]} served")
             if adapter is not None and adapter_sha256(adapter) != entry.get("adapter_sha256"):
                 raise Refused(409, f"{adapter} changed since revision {target[1]} served")
@@ -158,7 +141,7 @@ def start(state: ServerState) -> None:
             log.warning("could not resume revision %s (%s); serving %s", target[1], e.reason, cfg.engine.model)
             engine = None
     with ThreadPoolExecutor(1) as pool:     # the digest reads the whole file, off the GIL: beside the load
-        digest = pool.submit(model_digest, state, engine.config.model if engine else cfg.engine.model)
+        digest = pool.submit(model_digest, state.config, engine.config.model if engine else cfg.engine.model)
         try:
             engine = engine or load(state, cfg.engine.model, cfg.engine.revision, cfg.engine.lora)
         except Refused as e:
@@ -197,7 +180,7 @@ async def swap_in(state: ServerState, path: str | None, revision: str | None, ac
             state.registry.refused(revision, path, action, "no such file")
             state.metrics.reloads.labels("refused").inc()
             raise APIError(422, f"no such model file: {path}", param="path", code="model_not_found")
-        digest = await anyio.to_thread.run_sync(model_digest, state, path)
+        digest = await anyio.to_thread.run_sync(model_digest, state.config, path)
         adapter_sha = None
         try:
             if adapter is not None:
@@ -208,7 +191,7 @@ async def swap_in(state: ServerState, path: str | None, revision: str | None, ac
             raise APIError(422, f"{action} refused, still serving {live.revision}: {e}", param="adapter",
                            code="adapter_not_found") from e
         base_changed = expect_digest is not None and not await anyio.to_thread.run_sync(
-            same_content, state, path, expect_digest)
+            same_content, state.config, path, expect_digest)
         if base_changed or expect_adapter is not None and adapter_sha != expect_adapter:
             reason = f"{path if base_changed else adapter} changed since revision {revision} served"
             state.registry.refused(None, path, action, reason)
