@@ -3,6 +3,9 @@ and adapter reads them instead of merging again, and a damaged copy is merged ag
 from __future__ import annotations
 
 import errno
+import os
+import shutil
+import subprocess
 
 import numpy as np
 from gguf import GGMLQuantizationType as Q
@@ -61,3 +64,23 @@ def test_a_full_disk_merges_in_memory_and_keeps_nothing(tiny_gguf, tmp_path, mon
     assert list(cache.iterdir()) == []
     changed = [k for k in want.tensors if want.tensors[k] is not model.tensors[k]]
     assert changed and all(np.array_equal(got.tensors[k].data, want.tensors[k].data) for k in changed)
+
+
+def test_a_merge_killed_midway_leaves_nothing_behind_after_the_next(tiny_gguf, tmp_path):
+    """The merge writes into a folder beside the cache entry, renamed into place when whole; a
+    process killed before that leaves it, and the next merge of that entry removes it (only
+    those of processes no longer running)."""
+    base = tiny_gguf("qwen2")
+    make_adapter(base, tmp_path / "lora", seed=6)
+    model = load_gguf(base)
+    adapter = load_adapter(tmp_path / "lora", model.spec)
+    cache = tmp_path / "merged"
+    lm.merge_adapter(model, adapter, Q.Q8_0, cache)
+    entry = next(cache.iterdir())
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    for pid in (dead.pid, os.getppid()):                       # a dead process's, a live one's
+        shutil.copytree(entry, entry.with_name(f"{entry.name}.tmp-{pid}"))
+    shutil.rmtree(entry)                                        # the next load merges again
+    lm.merge_adapter(model, adapter, Q.Q8_0, cache)
+    assert sorted(p.name for p in cache.iterdir()) == sorted([entry.name, f"{entry.name}.tmp-{os.getppid()}"])
