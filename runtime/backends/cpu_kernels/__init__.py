@@ -283,7 +283,11 @@ def load(threads: int = 0) -> Kernels | None:
             log.warning("CPU block kernels not built (no runtime/backends/cpu_kernels/_qmatmul*.so; "
                         "`pip install -e .` builds them with gcc): int8 weights dequantized at load instead")
             return None
-        _loaded = Kernels(ctypes.CDLL(str(path)), threads or physical_cores())
+        try:
+            _loaded = Kernels(ctypes.CDLL(str(path)), threads or physical_cores())
+        except AttributeError as e:         # a function the Python here calls is missing from the library
+            raise RuntimeError(f"{path.name} was built from older sources ({e}); rebuild it: "
+                               "pip install -e . (or make setup)") from e
         log.info("CPU block kernels: %s, %d threads", _loaded.level, _loaded.threads)
     return _loaded
 
