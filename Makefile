@@ -10,7 +10,8 @@ EXTRAS := dev,speech,train$(if $(filter 12 13,$(CUDA_MAJOR)),$(comma)cuda$(CUDA_
 
 .PHONY: setup browser system-packages run test test-slow hermes clean
 
-$(STAMP): pyproject.toml
+# setup.py builds the CPU kernels (runtime/backends/cpu_kernels/*.c) into the editable install: rebuilt when they change
+$(STAMP): pyproject.toml setup.py $(wildcard runtime/backends/cpu_kernels/*.c runtime/backends/cpu_kernels/*.h runtime/backends/cpu_kernels/*.inc)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[$(EXTRAS)]'
 	touch $@

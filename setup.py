@@ -11,8 +11,9 @@ KERNELS = "runtime/backends/cpu_kernels/"
 
 setup(ext_modules=[Extension(
     "runtime.backends.cpu_kernels._qmatmul",
-    sources=[KERNELS + f for f in ("qmatmul.c", "kern_avx512.c", "kern_avx2.c", "kern_scalar.c", "attention.c", "layer.c")],
-    depends=[KERNELS + f for f in ("kern.inc", "kern_api.h", "unpack.h")],
+    sources=[KERNELS + f for f in ("qmatmul.c", "kern_avx512.c", "kern_avx2.c", "kern_scalar.c", "attention.c", "layer.c",
+                                   "merge.c")],
+    depends=[KERNELS + f for f in ("kern.inc", "merge.inc", "kern_api.h", "unpack.h")],
     extra_compile_args=["-O3", "-std=gnu11"],
     libraries=["pthread", "m"],
     optional=True,

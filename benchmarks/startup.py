@@ -19,8 +19,8 @@ name, as `make run` serves it: with its shipped LoRA adapter merged into the wei
 
 First start: a fresh SAMEVM_HOME (empty tokenizer, merge, digest and kernel caches; CUPY_CACHE_DIR too);
 later starts: that home again. Each --tree (a checkout, e.g. a baseline commit) runs
-alternately with the others, so before/after ratios come from one run. Writes
-benchmarks/results/startup[-NAME].json and .png.
+alternately with the others, so before/after ratios come from one run. Appends its records to
+benchmarks/results/startup[-NAME].json (earlier runs kept) and plots this run in the .png.
 """
 from __future__ import annotations
 
@@ -281,7 +281,8 @@ def main() -> None:
                                                       if "vs_llama.cpp" in r else ""))
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / (f"startup-{args.name}" if args.name else "startup")
-    out.with_suffix(".json").write_text(json.dumps(records, indent=2))
+    earlier = json.loads(out.with_suffix(".json").read_text()) if out.with_suffix(".json").exists() else []
+    out.with_suffix(".json").write_text(json.dumps(earlier + records, indent=2))     # runs kept, newest last
     plot(records, out.with_suffix(".png"))
     print(f"wrote {out.with_suffix('.json')}")
 

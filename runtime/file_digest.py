@@ -7,19 +7,23 @@ starts, under the file's identity: resolved path, device, inode, size, mtime and
 kernel sets ctime on every change to a file and nothing sets it back, so a rewritten file, even
 one given its old size and mtime, has a new identity and is hashed again. A digest taken within
 RACY_NS of the file's last change is not kept: a write in the same tick of a coarse file clock
-would leave the identity as it was (git's "racily clean" rule).
+would leave the identity as it was (git's "racily clean" rule). Callers in several threads
+asking for one file version wait for one hash (a server begins the GGUF's before its imports).
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import threading
 import time
 from pathlib import Path
 
 ALGORITHMS = {"sha256": hashlib.sha256, "blake2b-128": lambda: hashlib.blake2b(digest_size=16)}
 RACY_NS = 2_000_000_000
 _kept: dict[tuple, str] = {}
+_hashing: dict[tuple, threading.Lock] = {}       # per file version, held while it is hashed
+_hashing_lock = threading.Lock()
 
 
 def identity(path: Path, algorithm: str) -> tuple:
@@ -31,6 +35,13 @@ def file_digest(path: str | Path, algorithm: str = "sha256", cache_dir: str | Pa
     """The hex digest of the file at `path` (OSError if it cannot be read)."""
     path = Path(path).resolve()
     key = identity(path, algorithm)
+    with _hashing_lock:
+        lock = _hashing.setdefault(key, threading.Lock())
+    with lock:
+        return _digest(path, algorithm, key, cache_dir)
+
+
+def _digest(path: Path, algorithm: str, key: tuple, cache_dir: str | Path | None) -> str:
     if key in _kept:
         return _kept[key]
     entry = Path(cache_dir) / f"{hashlib.blake2b(repr(key[:2]).encode(), digest_size=12).hexdigest()}.json" \

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from dataclasses import dataclass, field
@@ -153,7 +154,9 @@ class LLMEngine:
     @classmethod
     def from_gguf(cls, config: EngineConfig, ops: Ops | None = None) -> LLMEngine:
         """The engine for config.model: its weights on `ops` (default: config's backend), its
-        tokenizer and chat template from the same file."""
+        tokenizer and chat template from the same file. An adapter's merge runs in a thread
+        beside the tokenizer's build: the build holds the GIL, the merge (one C call) does
+        not; phase "merge" is what was left to wait for once the tokenizer was built."""
         phases, t0 = {}, time.monotonic()
 
         def done(phase: str) -> None:
@@ -163,14 +166,18 @@ class LLMEngine:
         done("gguf")
         ops = ops or create_backend(config.backend, config.cpu_dtype, config.cuda, config.kernel_cache)
         done("backend")
-        tokenizer = Tokenizer(gguf.path, config.tokenizer_cache, metadata=gguf.metadata)
-        done("tokenizer")
         num_blocks, max_model_len = kv_layout(config, gguf.spec, ops)
         adapter = load_adapter(config.lora, gguf.spec) if config.lora else None
+        if adapter:
+            done("lora")
         merged = adapter is not None and config.lora_mode == "merged"
-        if merged:
-            gguf = merge_adapter(gguf, adapter, ops.merge_qtype, config.merge_cache)
-            done("merge")
+        with ThreadPoolExecutor(1, thread_name_prefix="lora-merge") as pool:
+            merging = pool.submit(merge_adapter, gguf, adapter, ops.merge_qtype, config.merge_cache) if merged else None
+            tokenizer = Tokenizer(gguf.path, config.tokenizer_cache, metadata=gguf.metadata)
+            done("tokenizer")
+            if merging:
+                gguf = merging.result()
+                done("merge")
         model = build_model(gguf, ops, max_model_len, None if merged else adapter)
         done("weights")
         revision = config.revision or quick_digest(gguf.path) + (revision_suffix(adapter.path, adapter.sha256) if adapter else "")

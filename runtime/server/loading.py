@@ -29,11 +29,11 @@ import numpy as np
 
 from httpkit.errors import APIError
 from runtime.engine.llm_engine import LLMEngine
-from runtime.file_digest import file_digest
 from runtime.gguf import ModelLoadError, quick_digest
 from runtime.lora import AdapterError, revision_suffix, weights_sha256
 from runtime.sampling import SamplingParams
 from runtime.server.bridge import EngineLoop
+from runtime.server.model_digest import model_digest, same_content
 from runtime.server.state import ServerState
 
 log = logging.getLogger(__name__)
@@ -46,12 +46,6 @@ class Refused(Exception):
     def __init__(self, status: int, reason: str):
         super().__init__(reason)
         self.status, self.reason = status, reason
-
-
-def model_digest(state: ServerState, path: str | Path) -> str:
-    """blake2b of the whole GGUF (read beside the load: from the page cache), kept per file
-    version under the data directory: a later start of the same file does not read it again."""
-    return file_digest(path, "blake2b-128", state.config.digest_cache)
 
 
 def confined(state: ServerState, path: str, param: str = "path") -> Path:
@@ -135,7 +129,7 @@ def start(state: ServerState) -> None:
     if target and not same_files((target[0], adapter), (cfg.engine.model, cfg.engine.lora)):
         try:
             recorded = entry.get("digest")
-            if recorded is not None and model_digest(state, target[0]) != recorded:
+            if recorded is not None and not same_content(state.config, target[0], recorded):
                 raise Refused(409, f"{target[0]} changed since revision {target[1]} served")
             if adapter is not None and adapter_sha256(adapter) != entry.get("adapter_sha256"):
                 raise Refused(409, f"{adapter} changed since revision {target[1]} served")
@@ -147,7 +141,7 @@ def start(state: ServerState) -> None:
             log.warning("could not resume revision %s (%s); serving %s", target[1], e.reason, cfg.engine.model)
             engine = None
     with ThreadPoolExecutor(1) as pool:     # the digest reads the whole file, off the GIL: beside the load
-        digest = pool.submit(model_digest, state, engine.config.model if engine else cfg.engine.model)
+        digest = pool.submit(model_digest, state.config, engine.config.model if engine else cfg.engine.model)
         try:
             engine = engine or load(state, cfg.engine.model, cfg.engine.revision, cfg.engine.lora)
         except Refused as e:
@@ -186,7 +180,7 @@ async def swap_in(state: ServerState, path: str | None, revision: str | None, ac
             state.registry.refused(revision, path, action, "no such file")
             state.metrics.reloads.labels("refused").inc()
             raise APIError(422, f"no such model file: {path}", param="path", code="model_not_found")
-        digest = await anyio.to_thread.run_sync(model_digest, state, path)
+        digest = await anyio.to_thread.run_sync(model_digest, state.config, path)
         adapter_sha = None
         try:
             if adapter is not None:
@@ -196,7 +190,8 @@ async def swap_in(state: ServerState, path: str | None, revision: str | None, ac
             state.metrics.reloads.labels("refused").inc()
             raise APIError(422, f"{action} refused, still serving {live.revision}: {e}", param="adapter",
                            code="adapter_not_found") from e
-        base_changed = expect_digest is not None and digest != expect_digest
+        base_changed = expect_digest is not None and not await anyio.to_thread.run_sync(
+            same_content, state.config, path, expect_digest)
         if base_changed or expect_adapter is not None and adapter_sha != expect_adapter:
             reason = f"{path if base_changed else adapter} changed since revision {revision} served"
             state.registry.refused(None, path, action, reason)

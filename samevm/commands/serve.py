@@ -9,6 +9,7 @@ from runtime.config import EngineConfig
 from runtime.gguf import ModelLoadError, load_gguf
 from runtime.lora import load_adapter
 from runtime.server.config import ServerConfig
+from runtime.server.model_digest import hash_ahead
 
 
 def register(sub) -> None:
@@ -63,21 +64,22 @@ def build_config(args, settings) -> ServerConfig:
 
 
 def run(args, settings) -> int:
-    import uvicorn
-
-    from runtime.server.app import create_app
-
     try:
         config = build_config(args, settings)
     except ModelLoadError as e:
         print(f"samevm serve: {e}", file=sys.stderr)
         return 2
+    hash_ahead(config)              # beside the imports below, which hold the GIL while hashing does not
     if config.engine.lora:          # refuse a bad adapter now, not as a 503 on /health after the load
         try:
             load_adapter(config.engine.lora, load_gguf(config.engine.model).spec)
         except ModelLoadError as e:
             print(f"samevm serve: cannot serve --lora {config.engine.lora}: {e}", file=sys.stderr)
             return 2
+    import uvicorn
+
+    from runtime.server.app import create_app
+
     print(f"samevm serve: {config.model_id} on http://{config.host}:{config.port}/v1 "
           f"(health: /health answers 503 until the model has loaded)", flush=True)
     uvicorn.run(create_app(config), host=config.host, port=config.port, log_level="info",

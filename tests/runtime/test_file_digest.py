@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 
 import pytest
 
@@ -67,3 +68,29 @@ def test_a_file_just_written_is_not_kept(tmp_path, hashed, monkeypatch):
     fd.file_digest(f)
     fd.file_digest(f)
     assert len(hashed) == 2
+
+
+def test_threads_asking_at_once_wait_for_one_hash(tmp_path, hashed, monkeypatch):
+    """A server begins the GGUF's digest before its imports; the load asking for it meanwhile
+    waits for that hash instead of reading 0.5 GB again."""
+    f = tmp_path / "model.gguf"
+    settled(f, b"z" * 4096)
+    entered, release = [threading.Event(), threading.Event()], threading.Event()
+    real = fd.hashlib.file_digest                      # the counting one
+
+    def slow(fh, algo):
+        entered[sum(e.is_set() for e in entered)].set()
+        release.wait(10)
+        return real(fh, algo)
+    monkeypatch.setattr(fd.hashlib, "file_digest", slow)
+    ahead = threading.Thread(target=fd.file_digest, args=(f,))
+    ahead.start()
+    assert entered[0].wait(10)
+    results = []
+    second = threading.Thread(target=lambda: results.append(fd.file_digest(f)))
+    second.start()
+    hashed_twice = entered[1].wait(0.5)                # without the wait it starts hashing at once
+    release.set()
+    ahead.join(10)
+    second.join(10)
+    assert not hashed_twice and results == [hashlib.sha256(b"z" * 4096).hexdigest()] and len(hashed) == 1

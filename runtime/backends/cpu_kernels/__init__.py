@@ -63,6 +63,12 @@ class _Weight(ctypes.Structure):
     _fields_ = [("nparts", c_int), ("K", c_int), ("N", c_int), ("part", _Part * 3)]
 
 
+class _MergeJob(ctypes.Structure):
+    """merge.c's merge_job: one projection's blocks, its LoRA factors and where its Q8_0 goes."""
+    _fields_ = [("type", c_int), ("N", c_int), ("K", c_int), ("R", c_int), ("row_bytes", c_long), ("w", c_ptr),
+                ("b", c_ptr), ("a", c_ptr), ("out", c_ptr)]
+
+
 class DecodeLayer(ctypes.Structure):
     """layer.c's sv_layer: one layer's weights and cache, built once per model."""
     _fields_ = [("attn_norm", c_ptr), ("qkv_bias", c_ptr), ("ffn_norm", c_ptr), ("qkv", _Weight), ("o", _Weight),
@@ -98,6 +104,7 @@ class Kernels:
         lib.sv_matmul.argtypes, lib.sv_matmul.restype = [i, p, L, i, i, i, p, L], i
         lib.sv_dequantize.argtypes, lib.sv_dequantize.restype = [i, p, L, i, i, p], i
         lib.sv_set_level.argtypes, lib.sv_set_level.restype = [i], i
+        lib.sv_merge_q8_0.argtypes, lib.sv_merge_q8_0.restype = [p, i, i], i
         lib.sv_rmsnorm.argtypes, lib.sv_rmsnorm.restype = [p, p, p, ctypes.c_float, i, i, p, p], None
         lib.sv_attention_decode.argtypes = [p, i, i, i, i, p, p, p, p, p, p, i, p, p, ctypes.c_float, p]
         lib.sv_attention_decode.restype = i
@@ -114,6 +121,12 @@ class Kernels:
         got = self.lib.sv_set_level(min(level, self.best))
         self.level = LEVELS[got]
         return got
+
+    @property
+    def fused_multiply_add(self) -> bool:
+        """Whether the instruction set in use has FMA (AVX2, AVX512): without it merge_q8_0 calls
+        libm's fmaf for every product, slower than numpy."""
+        return self.level != LEVELS[0]
 
     def supports(self, t) -> bool:
         return t.qtype in BLOCK_TYPES and t.shape[1] % 32 == 0 and t.data.ndim == 2
@@ -215,6 +228,25 @@ class Kernels:
         self.lib.sv_pool_totals(out)
         return {"tiles": out[0], "by_workers": out[1], "jobs_alone": out[2]}
 
+    def merge_q8_0(self, jobs: list[tuple[Q, np.ndarray, int, np.ndarray, np.ndarray, np.ndarray]],
+                   threads: int = 0) -> None:
+        """For each (qtype, raw [n, bytes], cols, b [n, r], a [r, cols], out [n, cols / 32 * 34]
+        uint8): out = the Q8_0 rows of dequantize(raw) + b a, bit for bit gguf-py's quantize of
+        numpy's (merge.inc). One call on threads of its own, the GIL let go throughout; not
+        serialized (it shares nothing with the matmul pool). threads: 0, the kernels' own count."""
+        keep, structs = [], []
+        for qtype, raw, cols, b, a, out in jobs:
+            raw, b, a = np.ascontiguousarray(raw), _f32(b), _f32(a)
+            n, r = b.shape
+            assert raw.shape[0] == n and a.shape == (r, cols) and out.shape == (n, cols // 32 * 34)
+            assert out.dtype == np.uint8 and out.flags.c_contiguous
+            keep += [raw, b, a]                  # alive until the call returns (see rms_norm)
+            structs.append(_MergeJob(int(qtype), n, cols, r, raw.shape[1], raw.ctypes.data, b.ctypes.data,
+                                     a.ctypes.data, out.ctypes.data))
+        array = (_MergeJob * len(structs))(*structs)
+        if self.lib.sv_merge_q8_0(array, len(structs), threads or self.threads):
+            raise MemoryError(f"no memory to merge {len(structs)} projections")
+
     @_serial
     def dequantize(self, qtype: Q, raw: np.ndarray, cols: int) -> np.ndarray:
         """Raw rows [n, bytes] -> float32 [n, cols]: the blocks as the kernels read them."""
@@ -251,7 +283,11 @@ def load(threads: int = 0) -> Kernels | None:
             log.warning("CPU block kernels not built (no runtime/backends/cpu_kernels/_qmatmul*.so; "
                         "`pip install -e .` builds them with gcc): int8 weights dequantized at load instead")
             return None
-        _loaded = Kernels(ctypes.CDLL(str(path)), threads or physical_cores())
+        try:
+            _loaded = Kernels(ctypes.CDLL(str(path)), threads or physical_cores())
+        except AttributeError as e:         # a function the Python here calls is missing from the library
+            raise RuntimeError(f"{path.name} was built from older sources ({e}); rebuild it: "
+                               "pip install -e . (or make setup)") from e
         log.info("CPU block kernels: %s, %d threads", _loaded.level, _loaded.threads)
     return _loaded
 

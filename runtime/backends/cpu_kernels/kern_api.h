@@ -17,10 +17,13 @@ struct kern {
                    int D, float scale, float *out, long ldo);
     void (*attend_decode)(const float *q, int G, const float *k, const float *v, long ldkv,
                           const int64_t *slots, long n, int D, float scale, float *out);
+    void (*merge_q8_0)(unpack_fn unpack, const uint8_t *w, long row_bytes, int N, int K, const float *b, int R,
+                       const float *a, uint8_t *out, uint8_t *q, float *s, float *m, float *x);
 };
 #endif
 #ifdef NAME
 #define KERN_API(isa) \
     static unpack_fn unpacker_##isa(int type) { return unpacker(type); } \
-    const struct kern kern_##isa = { quantize_##isa, rows_##isa, unpacker_##isa, attend_##isa, attend_decode_##isa };
+    const struct kern kern_##isa = { quantize_##isa, rows_##isa, unpacker_##isa, attend_##isa, attend_decode_##isa, \
+                                merge_q8_0_##isa };
 #endif

@@ -5,6 +5,7 @@
 #define ISA_AVX2 1
 #define NAME(x) x##_avx2
 #include "kern.inc"
+#include "merge.inc"
 #include "kern_api.h"
 KERN_API(avx2)
 #endif

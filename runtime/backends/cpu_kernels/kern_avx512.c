@@ -5,6 +5,7 @@
 #define ISA_AVX512 1
 #define NAME(x) x##_avx512
 #include "kern.inc"
+#include "merge.inc"
 #include "kern_api.h"
 KERN_API(avx512)
 #endif

@@ -349,6 +349,9 @@ int sv_dequantize(int type, const uint8_t *w, long row_bytes, int N, int K, floa
     return 0;
 }
 
+/* The kernels of the instruction set in use, for merge.c. */
+const struct kern *sv_kern(void) { return K_; }
+
 /* Causal attention of one sequence's n_q queries, the last of its n_ctx = first + n_q positions,
  * the heads shared out over the pool: q [n_q, Hq, D] roped, k, v [n_ctx, Hkv, D] contiguous,
  * out [n_q, Hq D]. Returns 0, or -1 if the buffers cannot be had. */

@@ -3,6 +3,8 @@ weights, the next request gets the new revision, bad files are refused while the
 revision keeps serving, rollback, and the history across a restart."""
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
 import threading
 from pathlib import Path
@@ -103,5 +105,31 @@ def test_history_and_active_revision_survive_a_restart(files, tmp_path):
         revs = server.get("/admin/revisions").json()
         assert revs["active"] == "r3"
         assert [h["action"] for h in revs["history"]] == ["start", "reload", "start"]
+    finally:
+        server.stop()
+
+
+def test_revisions_recorded_with_older_digests_still_resume_and_roll_back(files, tmp_path):
+    """A registry records each GGUF's sha256 as "sha256:<hex>"; one written before, with a bare
+    blake2b-128 hex, is still checked the way it was recorded."""
+    home = tmp_path / "home"
+    server = start_server(files["base"], home)
+    try:
+        assert server.post("/admin/reload", json={"path": files["new"], "revision": "r2"}).status_code == 200
+    finally:
+        server.stop()
+    registry = home / "runtime" / "revisions" / f"{Path(files['base']).stem}.json"
+    data = json.loads(registry.read_text())
+    for entry in data["revisions"].values():
+        content = Path(entry["path"]).read_bytes()
+        assert entry["digest"] == "sha256:" + hashlib.sha256(content).hexdigest()
+        entry["digest"] = hashlib.blake2b(content, digest_size=16).hexdigest()       # as registries were
+    registry.write_text(json.dumps(data))
+    server = start_server(files["base"], home)
+    try:
+        assert server.get("/v1/models").json()["data"][0]["revision"] == "r2"     # resumed
+        r = server.post("/admin/rollback")
+        assert r.status_code == 200, r.text
+        assert ask(server).parse().system_fingerprint == r.json()["revision"] != "r2"
     finally:
         server.stop()
