@@ -2,6 +2,8 @@
 
     stack on the base -> trajectories (tuning.generate) -> rejected replies sampled from the
     served base (tuning.rejected) -> held-out suites on the base -> stack stopped
+    [-> --sampled: tasks played by the served model, base or base + --sample-lora, best of
+    --tries (tuning.sampled); the turns that passed their checks join the gold]
     -> LoRA SFT on every step (training/sft.py) -> ORPO on the pairs, same adapter
     -> adapter + merged GGUF -> stack on base + adapter -> held-out suites -> report
 
@@ -40,6 +42,9 @@ class TuneConfig:
     seed: int = 0
     data: Path | None = None            # steps already generated: skip generation
     pairs: Path | None = None           # pairs already sampled: skip sampling
+    sampled: int = 0                    # tasks played by the served model, its passing turns kept as gold
+    sample_lora: Path | None = None     # the adapter served on the base while sampling (None: the base)
+    tries: int = 4                      # tries a sampled task gets; the one passing most turns is kept
     sample_rejected: bool = True
     samples: int = 4                    # replies sampled per step when looking for a rejected one
     reject_steps: int | None = 600      # steps sampled for rejected replies (None: all of them)
@@ -134,6 +139,21 @@ def gather(settings: Settings, cfg: TuneConfig, bars: Bars, report: dict) -> Non
         evaluate(stack, cfg, "base", suites, bars, report)
 
 
+def sample(settings: Settings, cfg: TuneConfig, bars: Bars, report: dict) -> None:
+    """Gold from the stack's own runs: `cfg.sampled` tasks of another seed played by the served
+    model (with `cfg.sample_lora` when given), the turns that passed kept in OUT/sampled.jsonl."""
+    out = cfg.out / "sampled.jsonl"
+    if not cfg.sampled or (cfg.resume and out.is_file()):
+        return
+    from tuning.sampled import sample_gold
+    lora = ["--lora", str(cfg.sample_lora)] if cfg.sample_lora else []
+    with stack_for(settings, cfg, "sampler", cfg.base, lora) as stack:
+        progress = bars.callback("sampling gold runs", cfg.sampled)
+        report["sampled"] = sample_gold(stack.urls.runtime, stack.urls.worker, out, cfg.sampled, cfg.seed + 1,
+                                        tries=cfg.tries, progress=progress)
+        progress.close()
+
+
 def todo(cfg: TuneConfig, report: dict, label: str) -> list[str]:
     """The suites still to run on `label` (with resume, those without a result yet)."""
     done = report["eval"].get(label, {}) if cfg.resume else {}
@@ -154,7 +174,9 @@ def train(settings: Settings, cfg: TuneConfig, bars: Bars, report: dict) -> tupl
     cache = settings.tokenizer_cache
     cache.mkdir(parents=True, exist_ok=True)
     tok = Tokenizer(cfg.base, cache)
-    train_records, eval_records = held_out(steps.load_records(cfg.out / "steps.jsonl"), cfg.held_out_share)
+    sampled = cfg.out / "sampled.jsonl"
+    records = steps.load_records(cfg.out / "steps.jsonl") + (steps.load_records(sampled) if sampled.is_file() else [])
+    train_records, eval_records = held_out(records, cfg.held_out_share)
     stops = steps.stop_ids(tok, cfg.base)
     spell = steps.spellings(tok, cfg.base)
     examples, counts = steps.build(tok, train_records, cfg.sft.max_length, stops, spell)
@@ -213,6 +235,7 @@ def run(settings: Settings, cfg: TuneConfig, bars: Bars) -> dict:
                                                      "seeds": cfg.seeds, "temperature": cfg.temperature,
                                                      "backend": cfg.backend}}
     gather(settings, cfg, bars, report)
+    sample(settings, cfg, bars, report)
     save(report, cfg.out)
     adapter, _ = train(settings, cfg, bars, report)
     save(report, cfg.out)

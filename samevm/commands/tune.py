@@ -21,6 +21,10 @@ def register(sub) -> None:
     p.add_argument("--samples", type=int, default=4, help="replies sampled from the base per step for rejected ones")
     p.add_argument("--reject-steps", type=int, default=600,
                    help="steps (drawn at random) sampled for rejected replies; 0: all")
+    p.add_argument("--sampled", type=int, default=0,
+                   help="tasks also played by the served model (best of --tries), its passing turns added as gold")
+    p.add_argument("--sample-lora", type=Path, help="adapter served on the base while sampling (e.g. the shipped one)")
+    p.add_argument("--tries", type=int, default=4, help="tries a sampled task gets (the best is kept)")
     p.add_argument("--epochs", type=float, default=1.0, help="SFT passes over the steps")
     p.add_argument("--steps", type=int, help="SFT optimizer steps (overrides --epochs)")
     p.add_argument("--orpo-steps", type=int, help="ORPO optimizer steps (default: one pass over the pairs)")
@@ -96,6 +100,7 @@ def run(args, settings) -> int:
                                                   max_length=args.max_length, device=args.device)
     cfg = tune.TuneConfig(base=Path(base), out=Path(out), tasks=args.tasks, seed=args.seed, data=args.data,
                           pairs=args.pairs, samples=args.samples, reject_steps=args.reject_steps or None,
+                          sampled=args.sampled, sample_lora=args.sample_lora, tries=args.tries,
                           sft=sft, orpo=orpo, orpo_steps=args.orpo_steps,
                           suites=suites, seeds=args.seeds, parallel=args.parallel, backend=backend,
                           export_type=args.export, resume=args.resume)

@@ -56,6 +56,39 @@ def test_tune_trains_and_writes_the_report(tiny_gguf, tmp_path):
     assert json.loads((out / "report.json").read_text())["sft"] == report["sft"]
 
 
+def test_sampled_runs_of_the_served_model_join_the_gold(tiny_gguf, tmp_path, monkeypatch):
+    # --sampled plays tasks on a stack serving base + --sample-lora; the turns that passed
+    # (here: a stand-in writing steps of other tasks) are trained on beside the given data
+    import contextlib
+
+    from samevm import tune
+    base = tiny_gguf("qwen2", shape=Shape(context=8192))
+    data = agent_steps.write(tmp_path / "steps.jsonl")
+    served, played = [], []
+
+    @contextlib.contextmanager
+    def stack_for(settings, cfg, label, model, runtime_args=()):
+        served.append((label, list(runtime_args)))
+        yield types.SimpleNamespace(urls=types.SimpleNamespace(runtime="http://runtime", worker="http://worker"))
+
+    def sample_gold(runtime_url, worker_url, out, tasks, seed, tries=4, progress=None):
+        played.append((runtime_url, tasks, tries))
+        out.write_text("".join(json.dumps({**r, "task": "m" + r["task"]}) + "\n" for r in agent_steps.steps()[:6]))
+        return {"tasks": tasks, "kept": 2}
+
+    monkeypatch.setattr(tune, "stack_for", stack_for)
+    monkeypatch.setitem(sys.modules, "tuning.sampled", types.SimpleNamespace(sample_gold=sample_gold))
+    out = tmp_path / "out"
+    lora = tmp_path / "shipped"
+    assert main(["--home", str(tmp_path / "home"), "tune", "--model", base, "--data", data, "--skip-orpo",
+                 "--suites", "--sampled", "5", "--sample-lora", str(lora), "--tries", "3", "--out", str(out),
+                 *[a for a in TINY if a not in ("--orpo-steps", "2")]]) == 0
+    assert served == [("sampler", ["--lora", str(lora)])] and played == [("http://runtime", 5, 3)]
+    report = json.loads((out / "report.json").read_text())
+    assert report["sampled"] == {"tasks": 5, "kept": 2}
+    assert report["data"]["records"] + report["data"]["held_out_records"] == len(agent_steps.steps()) + 6
+
+
 @pytest.mark.slow
 def test_tune_generates_on_a_stack_and_measures_base_and_tuned(tiny_gguf, tmp_path, monkeypatch):
     base = tiny_gguf("qwen2", shape=Shape(context=8192))
