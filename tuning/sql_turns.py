@@ -291,17 +291,18 @@ class SqlTurns:
                 records.append(r)
         m = self.d.field(self.d.measure)
         values = [r[m.name] for r in records]
-        best = max(values)
         which = self.unique_value(records) if len(records) >= 2 and rng.random() < 0.3 else None
         if which is not None:
             f, value = which
             row = next(r for r in records if r[f.name] == value)
             question, want = rng.choice(W.WHICH_ONE).format(field=f.words, value=fmt(value)), [row[key]]
             reply = f"{row[key]} has {f.words} {fmt(value)}."
-        elif len(records) >= 2 and values.count(best) == 1 and not m.words.startswith("how") and rng.random() < 0.5:
-            row = next(r for r in records if r[m.name] == best)
-            question, want = f"which one has the highest {m.words}?", [row[key]]
-            reply = f"{row[key]} has the highest {m.words}, {fmt(best)}."
+        elif len(records) >= 2 and not m.words.startswith("how") and rng.random() < 0.5 and \
+                values.count(extreme := rng.choice([max, min])(values)) == 1:
+            word = "highest" if extreme == max(values) else "lowest"
+            row = next(r for r in records if r[m.name] == extreme)
+            question, want = f"which one has the {word} {m.words}?", [row[key]]
+            reply = f"{row[key]} has the {word} {m.words}, {fmt(extreme)}."
         else:
             row, f = rng.choice(records), rng.choice(self.d.fields[1:])
             question, want = f"what {f.words} does {row[key]} have?", [fmt(row[f.name])]
