@@ -13,7 +13,7 @@ name, as `make run` serves it: with its shipped LoRA adapter merged into the wei
   backend, tokenizer, merge, weights, kv_cache), the grammar tokenizer, the first token.
 - server: `samevm serve` from exec to the first streamed token of a /v1/chat/completions
   request (/health polled every 0.1 s as the supervisor does, then one streaming request); when it answered
-  at all and when it said ready, and from_gguf's phases from its log.
+  at all (its imports done, the port open: answered_s) and when it said ready, and from_gguf's phases from its log.
 - llama.cpp: `llama-bench -pg P,1` (P: the same prompt's tokens), process start to exit;
   it keeps no cache, so every start is a later start (the GGUF is in the page cache for all).
 
@@ -186,7 +186,7 @@ def summarize(runs: list[dict]) -> dict:
     keys = dict.fromkeys(k for r in runs for k in r["phases"])
     return {"start_to_first_token_s": statistics.median(walls), "min_s": min(walls), "max_s": max(walls),
             "phases_median_s": {k: statistics.median(r["phases"].get(k, 0.0) for r in runs) for k in keys},
-            **({"ready_s": statistics.median(r["ready_s"] for r in runs)} if "ready_s" in runs[0] else {}),
+            **({k: statistics.median(r[k] for r in runs) for k in ("answered_s", "ready_s") if k in runs[0]}),
             "runs": runs}
 
 

@@ -4,6 +4,9 @@
 bad name, duplicate, parameters that are not an object JSON schema). `validate(name, args)`
 checks arguments against the tool's schema (types, required, enum, ...) and returns the
 problems as readable strings; an empty list means the call may be returned.
+
+jsonschema is imported by the first request with tools, not with the server: it is a tenth of
+the server's imports, and a start's first plain request needs none of it.
 """
 from __future__ import annotations
 
@@ -11,10 +14,10 @@ import functools
 import json
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import jsonschema
-from jsonschema.exceptions import SchemaError
-from referencing.exceptions import Unresolvable
+if TYPE_CHECKING:
+    import jsonschema
 
 NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 EMPTY_OBJECT = {"type": "object", "properties": {}}
@@ -32,6 +35,8 @@ def _check(canonical: str) -> type:
     """The validator class of one parameters schema (given as canonical JSON), after the
     meta-schema check. An agent sends the same few schemas with every step, and checking them
     again was 78% of rendering a training step (a failed check raises, and is not remembered)."""
+    import jsonschema
+
     schema = json.loads(canonical)
     kind = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     kind.check_schema(schema)
@@ -50,6 +55,7 @@ class ToolSet:
     @classmethod
     def from_request(cls, tools: list[dict]) -> ToolSet:
         """tools: OpenAI `tools` entries as plain dicts ({"type": "function", "function": {...}})."""
+        from jsonschema.exceptions import SchemaError
         schemas, validators = {}, {}
         for i, tool in enumerate(tools):
             fn = tool["function"]
@@ -74,6 +80,7 @@ class ToolSet:
         return cls(schemas, validators)
 
     def validate(self, name: str, arguments: dict) -> list[str]:
+        from referencing.exceptions import Unresolvable
         try:
             errors = sorted(self.validators[name].iter_errors(arguments), key=lambda e: list(e.path))
         except Unresolvable as e:

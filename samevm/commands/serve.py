@@ -83,5 +83,5 @@ def run(args, settings) -> int:
     print(f"samevm serve: {config.model_id} on http://{config.host}:{config.port}/v1 "
           f"(health: /health answers 503 until the model has loaded)", flush=True)
     uvicorn.run(create_app(config), host=config.host, port=config.port, log_level="info",
-                timeout_graceful_shutdown=5)
+                timeout_graceful_shutdown=5, ws="none")     # no websocket routes: nor its imports at start
     return 0
