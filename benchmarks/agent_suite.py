@@ -154,12 +154,17 @@ def newest(records: list[dict]) -> dict[tuple, dict]:
     return out
 
 
-def plot(records: list[dict], path: Path) -> None:
+def plot(records: list[dict], path: Path, last: int = 6) -> None:
+    """Pass rates per suite of the `last` series (model, backend, adapter) measured most
+    recently (file order): the file keeps every adapter ever tried, a chart of them all is unreadable."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     latest = newest(records)
+    order = {key(r)[1:4]: i for i, r in enumerate(records)}       # a series' last place in the file
+    recent = set(sorted(order, key=order.get)[-last:])
+    latest = {k: v for k, v in latest.items() if k[1:] in recent}
     suites = sorted({k[0] for k in latest})
     series = sorted({k[1:] for k in latest}, key=str)
     height = 0.8 / max(1, len(series))
