@@ -20,7 +20,7 @@ from runtime.gguf import ModelLoadError
 
 # The default on every backend, with its shipped tools adapter: on an H100 at one commit the 0.5B
 # with its v9 adapter passed 58 of the suite library's 110 seeds, the 1.5B with its own adapter
-# (trained on older data) 49 (runtime/adapters/*/README.md), and the 0.5B decodes faster.
+# (trained on older data) 49 (runtime/adapters/*/README.md).
 DEFAULT_MODEL = "qwen2.5-coder-0.5b"
 
 

@@ -226,8 +226,7 @@ class SqlTurns:
 
     def unique_value(self, records: list[dict]):
         """A (field, value) that exactly one of `records` has, on a field other than the key and
-        the measure (a value a user would name to pick a record out), or None."""
-        key = self.d.key.name
+        not a quarter amount (a value a user would name to pick a record out), or None."""
         options = [(f, r[f.name]) for f in self.d.fields[1:] for r in records
                    if f.kind != "real" and sum(o[f.name] == r[f.name] for o in records) == 1]
         return self.rng.choice(options) if options else None

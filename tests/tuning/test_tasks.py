@@ -330,3 +330,35 @@ def test_those_n_details_are_the_ones_the_user_asked_about(plans):
                 assert asked and len(values) == count == len(asked), (t.user, insert, asked)
                 seen += 1
     assert seen >= 3
+
+
+def test_records_just_told_are_asked_about_their_lowest_value_as_well_as_their_highest():
+    from tuning.blocks import Builder
+    from tuning.domains import DOMAINS
+    asked = {"highest": 0, "lowest": 0}
+    for i in range(300):
+        b = Builder(random.Random(i), DOMAINS[i % len(DOMAINS)])
+        turn = b.mention(3)
+        m = b.d.field(b.d.measure)
+        for word, pick in (("highest", max), ("lowest", min)):
+            if f"the {word} {m.words}?" in turn.user:
+                best = pick(r[m.name] for r in b.pending)
+                assert turn.keys == [next(r[b.d.key.name] for r in b.pending if r[m.name] == best)], turn.user
+                asked[word] += 1
+    assert asked["highest"] >= 10 and asked["lowest"] >= 10, asked
+
+
+def test_a_note_of_where_things_are_calls_the_filed_texts_what_the_user_called_them(plans):
+    from tuning.wording import TEXT_KINDS
+    schemas, tasks = plans
+    named = 0
+    for task in tasks + [build(i, 1, schemas) for i in range(N, 2 * N)]:
+        called = None
+        for t in task.turns:
+            if t.kind == "file":
+                called = next((many for one, many in TEXT_KINDS if f" {one} " in t.user or f"{one} in" in t.user), called)
+            notes = [a["text"] for s in t.steps for name, a in s.calls if name == "memory_add"]
+            if t.kind == "note" and called and notes and f" {called} " in t.user:
+                assert f"the {called} they gave went into the knowledge base" in notes[0], (t.user, notes)
+                named += 1
+    assert named >= 3
