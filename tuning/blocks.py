@@ -83,7 +83,17 @@ class Builder(SqlTurns, StoreTurns, ReportedTurns):
             said = said.format(**{k: fmt(v) for k, v in records[0].items()})
             return f"{said}; " + self.rng.choice(W.SET_FIELD).format(field=f.words, value=fmt(records[0][f.name]))
         parts = [self.table.said(r) for r in records]
+        if len(parts) == 2 and self.rng.random() < 0.3:      # two told as one story, each still its own row
+            return self.rng.choice(W.PAIRED).format(a=parts[0], b=parts[1])
         return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+    def opened(self, record: dict) -> str:
+        """A record opened by a verb that sets one of its values ("Log a new fault: SF-112, the
+        left monitor hums"): the value is stored though the user never says it."""
+        field, _, verbs = self.d.opens
+        said = plain_say(self.rng, [f for f in self.d.fields if f.name != field])
+        said = said.format(**{k: fmt(v) for k, v in record.items()})
+        return f"{self.rng.choice(verbs)}: {said}."
 
     def numeric(self) -> list:
         return [f for f in self.d.fields[1:] if f.kind in ("int", "real")]

@@ -7,9 +7,10 @@ household budget, travel, books, recipes, experiments, support tickets): the tun
 to learn the tools, not the suites' subjects. disjoint.py checks the names.
 
 A Field draws its values: text from a pool (the first field is the record's key and its
-values are distinct within a task), whole numbers, quarter amounts (exact in binary, so a
-sum in SQLite equals the sum in Python), dates, clock times, or codes from a pattern
-("RX-###": `#` a digit, `@` a capital letter) so that identifiers are copied, not recalled.
+values are distinct within a task), a list of a few of a pool's items, whole numbers,
+quarter amounts (exact in binary, so a sum in SQLite equals the sum in Python), dates, clock
+times, or codes from a pattern ("RX-###": `#` a digit, `@` a capital letter) so that
+identifiers are copied, not recalled.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ DOMAINS_DIR = Path(__file__).with_name("domain_data")
 @dataclass(frozen=True, slots=True)
 class Field:
     name: str                       # the column
-    kind: str = "text"              # text | int | real | date | time | code
+    kind: str = "text"              # text | list | int | real | date | time | code
     pool: tuple = ()                # text values; for a code, its patterns
     lo: float = 0
     hi: float = 0
@@ -48,6 +49,8 @@ class Field:
     def draw(self, rng: random.Random):
         if self.kind == "text":
             return rng.choice(self.pool)
+        if self.kind == "list":           # a few of the pool's items, as a user lists them
+            return ", ".join(rng.sample(self.pool, rng.randint(2, 3)))
         if self.kind == "int":
             return rng.randint(int(self.lo), int(self.hi))
         if self.kind == "real":
@@ -82,6 +85,7 @@ class Domain:
     backgrounds: tuple = ()
     prefs: tuple = ()               # things a user prefers, to remember
     topic: str = ""                 # the field whose values background text is about (default: the key)
+    opens: tuple = ()               # (field, value, verbs): a request whose verb sets that value ("Log a fault: ...")
 
     @property
     def key(self) -> Field:
@@ -100,12 +104,14 @@ def _domain(raw: dict) -> Domain:
                          f.get("label", "")) for f in raw["fields"])
     # A value inside `things` (as the checks match, in part of a word too) would show up in
     # "keep those {things}" before it is stored.
-    inside = [v for f in fields if f.kind == "text" for v in f.pool if v.lower() in raw["things"].lower()]
+    inside = [v for f in fields if f.kind in ("text", "list") for v in f.pool if v.lower() in raw["things"].lower()]
     if inside:
         raise ValueError(f"domain {raw['name']}: values {inside} appear in its `things`")
     backgrounds = tuple(Background(**b) for b in raw.get("backgrounds", ()))
+    opens = raw.get("opens")
+    opens = (opens["field"], opens["value"], tuple(opens["verbs"])) if opens else ()
     return Domain(raw["name"], raw["things"], tuple(raw["dbs"]), tuple(raw["tables"]), fields, raw["say"],
-                  raw["measure"], backgrounds, tuple(raw.get("prefs", ())), raw.get("topic", ""))
+                  raw["measure"], backgrounds, tuple(raw.get("prefs", ())), raw.get("topic", ""), opens)
 
 
 DOMAINS: tuple[Domain, ...] = tuple(_domain(d) for path in sorted(DOMAINS_DIR.glob("*.yaml"))

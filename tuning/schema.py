@@ -31,8 +31,9 @@ def variant(rng: random.Random, d: Domain) -> Domain:
         say = d.say
         for old, new in renamed.items():
             say = say.replace("{%s}" % old, "{%s}" % new)
+    opens = (renamed[d.opens[0]], *d.opens[1:]) if d.opens and d.opens[0] in renamed else ()
     return dataclasses.replace(d, fields=tuple(fields), say=say, measure=renamed[d.measure],
-                               topic=renamed.get(d.topic, "") if d.topic else "")
+                               topic=renamed.get(d.topic, "") if d.topic else "", opens=opens)
 
 
 def _subset(rng: random.Random, d: Domain) -> list[Field]:

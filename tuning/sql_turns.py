@@ -27,9 +27,12 @@ class SqlTurns:
             t.db, t.name = self.named_place(t.db, t.name)
         records = list(given or [])
         t.rows.extend(records)
-        for _ in range(0 if given else n):
+        opening = self.d.opens and not given and not wrong_first and rng.random() < 0.35
+        for _ in range(0 if given else 1 if opening else n):
             records.append(t.new_record(rng))       # a key no row has yet: the row goes in first
             t.rows.append(records[-1])
+        if opening:
+            records[0][self.d.opens[0]] = self.d.opens[1]
         n = len(records)
         # after a failed INSERT the fix must differ from it: the loop does not run a failed call again
         wrong_first = wrong_first and n > 1 and not t.created
@@ -53,15 +56,18 @@ class SqlTurns:
             self.said[r[self.d.key.name]] = dict(r)
         where = self.where()
         stored = "; ".join(", ".join(fmt(v) for v in r.values()) for r in records)   # now: a later turn may update a row
-        opening = rng.choice(["Done.", "Saved.", "All stored.", "Okay."])
+        done = rng.choice(["Done.", "Saved.", "All stored.", "Okay."])
 
         def answer(results):
             n_rows = A.stored_rows(results)
             made = f"I created {where} and " if created else f"In {where} I "
-            return f"{opening} {made}stored {n_rows} row{'s' * (n_rows != 1)}: {stored}."
+            return f"{done} {made}stored {n_rows} row{'s' * (n_rows != 1)}: {stored}."
         template = W.KEEP_THOSE if given else W.KEEP if created else W.ADD
-        user = self.pick(template, records=self.records_phrase(records), count=W.count_words(n),
-                         field=rng.choice(self.d.fields[1:]).words)
+        if opening:
+            user = self.opened(records[0])
+        else:
+            user = self.pick(template, records=self.records_phrase(records), count=W.count_words(n),
+                             field=rng.choice(self.d.fields[1:]).words)
         if named:
             user = self.in_named_table(user, t.db, t.name, t.columns)
         expect = Expect(called=["sql_exec"], not_called=["rag_ingest", "memory_add"],
@@ -228,7 +234,7 @@ class SqlTurns:
         """A (field, value) that exactly one of `records` has, on a field other than the key and
         not a quarter amount (a value a user would name to pick a record out), or None."""
         options = [(f, r[f.name]) for f in self.d.fields[1:] for r in records
-                   if f.kind != "real" and sum(o[f.name] == r[f.name] for o in records) == 1]
+                   if f.kind not in ("real", "list") and sum(o[f.name] == r[f.name] for o in records) == 1]
         return self.rng.choice(options) if options else None
 
     def lookup_which(self) -> TurnPlan | None:

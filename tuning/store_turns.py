@@ -43,17 +43,38 @@ class StoreTurns:
         return source, passage, question, key
 
     def file(self) -> TurnPlan:
+        """A passage filed, sometimes under a source name the user gives (which the call then
+        uses), sometimes with a search asked for afterwards to show it can be found."""
+        rng = self.rng
         source, passage, question, key = self.background(filing=True)
+        named = rng.random() < 0.15
+        if named:
+            source = rng.choice([f"{slug(self.d.things, 1)}-{rng.choice(W.WORDS)}-{rng.randint(1, 99)}",
+                                 f"{rng.choice(W.WORDS)}-{rng.choice(['notes', 'ref', 'doc', 'background'])}"])
         self.filed.append((source, passage, question, key))
-        reply = self.rng.choice(FILED).format(source=source)
+        reply = rng.choice(FILED).format(source=source)
         expect = Expect(called=["rag_ingest"], not_called=["sql_exec"],
                         rag=[RagExpect(query=question, contains=[key], k=3)])
-        steps = [Step([("rag_ingest", {"text": passage, "source": source})]),
-                 Step(answer=lambda results: reply)]
-        if self.rng.random() < 0.35:       # the user names what kind of text it is, and may call it that later
-            kind, self.texts = self.rng.choice(W.TEXT_KINDS)
-            return self.turn(self.pick(W.FILE_KIND, passage=passage, kind=kind), steps, "file", expect)
-        return self.turn(self.pick(W.FILE, passage=passage), steps, "file", expect)
+        steps = [Step([("rag_ingest", {"text": passage, "source": source})])]
+        check = rng.random() < 0.15
+        if check:
+            def answer(results):
+                found = A.hit_passages(results, passage)
+                return reply + (f" A search finds it: {found}" if found else " A search did not find it yet.")
+            steps += [Step([("rag_search", {"query": question})]), Step(answer=answer)]
+            expect.called.append("rag_search")
+        else:
+            steps.append(Step(answer=lambda results: reply))
+        if named:
+            user = self.pick(W.FILE_AS, passage=passage, source=source)
+        elif rng.random() < 0.35:       # the user names what kind of text it is, and may call it that later
+            kind, self.texts = rng.choice(W.TEXT_KINDS)
+            user = self.pick(W.FILE_KIND, passage=passage, kind=kind)
+        else:
+            user = self.pick(W.FILE, passage=passage)
+        if check:
+            user = user.rstrip() + " " + rng.choice(W.FILE_CHECK)
+        return self.turn(user, steps, "file", expect)
 
     def search(self) -> TurnPlan:
         source, passage, question, key = self.rng.choice(self.filed)
@@ -115,6 +136,12 @@ class StoreTurns:
                 user = self.pick(W.NOTE_WHERE_NAMED, texts=self.texts) if self.texts and rng.random() < 0.7 else \
                     self.pick(W.NOTE_WHERE_ALL)
                 want = [self.table.db, "knowledge base"]
+                if rng.random() < 0.25:      # the user dictates the note: it says what they said
+                    texts = f"the {self.texts}" if self.texts else rng.choice(["the background", "the reference text"])
+                    fact = f"the {self.d.things} are in {self.where()}, and {texts} {'are' if self.texts else 'is'} in " \
+                           "the knowledge base"
+                    user = self.pick(W.NOTE_DICTATED, fact=fact.replace(f"the {self.d.things}", f"my {self.d.things}", 1))
+                    text = f"The user's {fact[4:]}."
             elif rng.random() < 0.3:
                 pref, stmt, clause = self.statement()
                 text = f"{clause}. Their {self.d.things} are kept in {self.where()}."
@@ -320,22 +347,31 @@ class StoreTurns:
     # -- a choice among the records that a remembered constraint narrows ---------------------
     def avoid(self) -> TurnPlan | None:
         """A constraint on the records, kept as a memory note: no record whose text field has
-        a value that some stored rows have and others lack. None when no field splits the rows."""
+        a value (or whose list field holds an item) that some stored rows have and others
+        lack. None when no field splits the rows."""
         rows, rng = self.table.rows, self.rng
-        splits = [(f, v) for f in self.d.fields[1:] if f.kind == "text"
-                  for v in sorted({r[f.name] for r in rows}) if 0 < sum(r[f.name] == v for r in rows) < len(rows)]
+        splits = [(f, v) for f in self.d.fields[1:] if f.kind in ("text", "list") for v in sorted(
+            {v for r in rows for v in values(f, r)}) if 0 < sum(ruled_out(f, v, r[f.name]) for r in rows) < len(rows)]
         if not splits:
             return None
-        f, value = rng.choice(splits)
+        items = [s for s in splits if s[0].kind == "list"]
+        f, value = rng.choice(items if items and rng.random() < 0.7 else splits)
         self.avoided = (f, value)
-        text = rng.choice([f"The user avoids {self.d.things} whose {f.words} is {value}.",
-                           f"Constraint ({self.d.things}): never suggest one with {f.words} {value}.",
-                           f"The user does not want {self.d.things} with {f.words} {value}."])
+        if f.kind == "list":
+            text = rng.choice([f"The user avoids {self.d.things} whose {f.words} include {value}.",
+                               f"Constraint ({self.d.things}): nothing with {value} among its {f.words}.",
+                               f"The user can't have {value}: leave out {self.d.things} that contain it."])
+            templates = W.NOTE_AVOID_ITEM
+        else:
+            text = rng.choice([f"The user avoids {self.d.things} whose {f.words} is {value}.",
+                               f"Constraint ({self.d.things}): never suggest one with {f.words} {value}.",
+                               f"The user does not want {self.d.things} with {f.words} {value}."])
+            templates = W.NOTE_AVOID
         args = {"text": text} if rng.random() < 0.6 else {"text": text, "tags": [slug(self.d.things, 1), "constraint"]}
         self.notes.append(" ".join([text, *args.get("tags", [])]))
         expect = Expect(called=["memory_add"], not_called=["sql_exec", "rag_ingest"], memory=[MemoryExpect(contains=[value])])
         reply = rng.choice(["Noted: {}", "Saved to memory: {}", "I'll keep that in mind. The note reads: {}"]).format(text)
-        user = self.pick(W.NOTE_AVOID, field=f.words, value=value)
+        user = self.pick(templates, field=f.words, value=value)
         return self.turn(user, [Step([("memory_add", args)]), Step(answer=lambda _: reply)], "avoid", expect)
 
     def choose(self) -> TurnPlan | None:
@@ -345,7 +381,7 @@ class StoreTurns:
         t, rng = self.table, self.rng
         f, value = self.avoided
         key = self.d.key.name
-        allowed = [r[key] for r in t.rows if r[f.name] != value]
+        allowed = [r[key] for r in t.rows if not ruled_out(f, value, r[f.name])]
         if not allowed or not (self.knows_table or self.where_note):
             return None
         words = [w for w in self.d.things.split() if len(w) > 3]
@@ -356,19 +392,31 @@ class StoreTurns:
         if self.knows_table and not filtered and rng.random() < 0.5:
             steps = []                                   # the note and the rows fetched side by side
         else:
-            sql += f" WHERE {f.name} != {literal(value)}" if filtered else ""
+            rule = f"NOT LIKE {literal('%' + value + '%')}" if f.kind == "list" else f"!= {literal(value)}"
+            sql += f" WHERE {f.name} {rule}" if filtered else ""
         self.knows_table = True
         query = ("sql_query", {"db": t.db, "sql": sql})
         steps += self.schema_first(f, sql) + [Step([memory, query] if not steps else [query])]
         where = self.where()
 
         def answer(results):
-            left = [fmt(r[1]) for r in A.last_rows(results) if r[0] != value]
+            left = [fmt(r[1]) for r in A.last_rows(results) if not ruled_out(f, value, r[0])]
             out = [k for k in (r[key] for r in t.rows) if fmt(k) not in left]
-            said = f"Leaving out {', '.join(map(fmt, out))} ({f.words} {value}, which you avoid), " if out else \
-                f"None of them has {f.words} {value}, which you avoid, so "
+            avoided = f"{value} in the {f.words}" if f.kind == "list" else f"{f.words} {value}"
+            said = f"Leaving out {', '.join(map(fmt, out))} ({avoided}, which you avoid), " if out else \
+                f"None of them has {avoided}, which you avoid, so "
             return said + (f"I'd suggest {W.series(left)} (from {where})." if left else f"{where} has nothing left to suggest.")
         want = [fmt(k) for k in allowed]
         expect = Expect(called=["sql_query"], called_any=[["memory_search", "memory_read"]], not_called=WRITES,
                         answer_contains=want)
         return self.turn(self.pick(self.greeting_fits(W.CHOOSE)), steps + [Step(answer=answer)], "choose", expect, want)
+
+
+def values(f, record: dict) -> list[str]:
+    """The values of field `f` a constraint can name: a list field's items, else the value."""
+    return record[f.name].split(", ") if f.kind == "list" else [record[f.name]]
+
+
+def ruled_out(f, value: str, stored) -> bool:
+    """Whether a stored value of field `f` falls under the constraint "none with `value`"."""
+    return value in stored.split(", ") if f.kind == "list" else stored == value

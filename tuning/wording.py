@@ -256,6 +256,19 @@ FILE = (
     'background reading to store: "{passage}"',
     'Add this paragraph to your documents so I can look it up by topic: "{passage}"',
 )
+FILE_CHECK = (      # after filing, a search the user asks for, to see the text come back
+    "Afterwards, look it up with a search to confirm it's there.",
+    "Then run a knowledge-base search and show me it turns up.",
+    "Once it's in, search for it so I know it can be found.",
+    "and check with a search afterwards that it comes back",
+    "After filing it, do a quick search to prove it's retrievable.",
+)
+FILE_AS = (         # the user names the source the text is filed under
+    'Add this to the knowledge base as "{source}": "{passage}"',
+    'File this text under the source name {source}: "{passage}"',
+    'Put "{passage}" into the knowledge base, source {source}.',
+    'Store this as document "{source}" in the knowledge base: "{passage}"',
+)
 SEARCH = (
     "{question} Search the knowledge base.",
     "Look in the knowledge base: {question}",
@@ -347,6 +360,13 @@ IN_NAMED_TABLE = (   # the user names where a keep goes: the gold uses those nam
 )
 NAMED_DBS = ("main", "personal", "work_db", "mine", "home_data", "shared", "team", "archive_db")
 NAMED_TABLES = ("entries", "items", "log", "list_1", "records", "t1", "tracker", "my_rows", "facts_table")
+PAIRED = (         # two records told in one sentence, as a story: still two rows
+    "first {a}, and then {b}",
+    "{a}; after that, {b}",
+    "{a}, and the other one is {b}",
+    "one is {a}, the second {b}",
+    "{a} -- then later {b}",
+)
 SET_FIELD = (      # one value of a record given as an instruction
     "make it {value}", "mark it as {value}", "set the {field} to {value}", "put it down as {value}",
     "and the {field} is {value}", "{field}: {value}, please",
@@ -369,6 +389,13 @@ NOTE_WHERE_NAMED = (  # where every store in use holds what, the filed texts cal
     "for next session, remember where you put the {things} and the {texts}",
     "Please leave a memory note on where to find both the {things} and the {texts}.",
     "Write yourself a reminder of where the {things} and those {texts} are stored.",
+)
+NOTE_DICTATED = (   # the user words the note: {fact} in the first person
+    "Put a note in memory that {fact}.",
+    "Write a memory note stating that {fact}.",
+    "remember this for next time, as a memory note: {fact}",
+    "Add to your memory that {fact}.",
+    "Make a memory note with exactly this: {fact}.",
 )
 NOTE_WHERE_ALL = (  # where every store in use holds what
     "Leave yourself a memory note of where everything lives: the {things} and the background text.",
@@ -405,6 +432,15 @@ NOTE_AVOID = (      # a constraint on the records, to remember: none with this v
     "note this down for later: {value} as {field} is a no-go for us",
 )
 
+NOTE_AVOID_ITEM = (  # a constraint on an item a record's list may hold (the field not always named)
+    "Please remember for later that {value} is out for us: nothing whose {field} include it.",
+    "save to memory: we can't have {value} -- skip any {things} with it in the {field}",
+    "Note for the future: I react badly to {value}, so avoid {things} that contain it.",
+    "Make a note that {value} must never be in anything you pick from my {things}.",
+    "Keep in your memory that my partner can't have {value}.",
+    "one more thing to remember: no {value} for us, ever.",
+)
+
 CHOOSE = (          # a pick among the stored records, honouring what the notes rule out
     "Which of my {things} would you suggest right now? Take into account anything you've noted about me.",
     "Pick one of my {things} for me -- and mind what I told you before.",
@@ -413,6 +449,8 @@ CHOOSE = (          # a pick among the stored records, honouring what the notes 
     "Which {things} are still an option for me, given what you remember?",
     "Hi again. Suggest something from my {things}, respecting what I asked you to note.",
     "I need to decide on one of the {things} I keep. Which fit, going by your notes?",
+    "What could I go for today from my {things}? Go by what you've learnt about me.",
+    "Which of the {things} I stored would work for us? Think of what I've told you before.",
 )
 
 RECALL_PREF = (
