@@ -23,7 +23,7 @@ FINAL_ANSWER_NAME = "final_answer"
 # even behind one character (`>{"name": ...}`, seen from the 0.5B). The same pattern as the
 # runtime's text under strict tools (runtime/server/grammar.py TEXT_PATTERN; the agent reaches
 # the runtime over HTTP only, so it keeps its own copy).
-ANSWER_REGEX = r'[^\s{\[<`]([^{]|\{\s*[^\s"{])*(\{\s*)?'
+ANSWER_REGEX = r'''[^\s{\[<`]([^{<]|\{\s*[^\s"'{<]|<[^A-Za-z\/|!?{<])*(\{\s*|<)?'''
 
 
 

@@ -49,8 +49,11 @@ def _json_rule(schema: dict, lenient: bool = False) -> str:
 # (the parser would read those as an attempted call), nor with white space; and that holds no
 # JSON object anywhere (no `{` before a `"`): under strict tools the 0.5B answered
 # `>{"name": "sql_exec", ...}`, a call behind one character, which the text branch let through.
-# A `{` before anything else stays (`use {x}`). agents/prompts.py holds the same pattern.
-TEXT_PATTERN = r'[^\s{\[<`]([^{]|\{\s*[^\s"{])*(\{\s*)?'
+# Nor a tag anywhere (`<` before a letter, `/`, `|`, `!` or `?`) or a Python dict (`{'`): forced
+# to answer, a tuned 0.5B wrote `"<tool_call>\n{'name': 'memory_search', ...}` as its reply.
+# A `{` before anything else stays (`use {x}`), and so does `x < 5`. agents/prompts.py holds the
+# same pattern.
+TEXT_PATTERN = r'''[^\s{\[<`]([^{<]|\{\s*[^\s"'{<]|<[^A-Za-z\/|!?{<])*(\{\s*|<)?'''
 TEXT = f"/{TEXT_PATTERN}/"
 
 

@@ -263,9 +263,11 @@ def test_text_cannot_hide_a_call_or_a_result_behind_a_character(factory, source)
     make = (lambda: f.constraint(grammar.call_or_text_grammar(tools.schemas, parallel=True))) if source == "strict_auto" \
         else (lambda: f.constraint(grammar.regex_grammar(ANSWER_REGEX)))
     for hidden in ['>{"name": "get_weather", "arguments": {"city": "Oslo"}}', 'Result: { "ok": true}',
-                   'Done.\n[{"rows": [1]}]']:
+                   'Done.\n[{"rows": [1]}]', '"<tool_call>\n{\'name\': \'get_weather\', \'arguments\': {}}',
+                   'I will check: <tool_call>', "Here: {'city': 'Oslo'}", 'ok <<tool_call>', 'done </tool_call>']:
         assert not _admits(tok, make(), hidden), hidden
-    for plain in ["It is 12 degrees in Oslo.", "Use {city} in the template, then call it again."]:
+    for plain in ["It is 12 degrees in Oslo.", "Use {city} in the template, then call it again.",
+                  '"Dune" is on the list; 3 < 5 and 2 <= 4.', "Latency stays <100 ms."]:
         assert _admits(tok, make(), plain), plain
 
 
