@@ -9,7 +9,9 @@ never grows past it; on SQLite no single value may be larger either, so `zeroblo
 refused before it is built); a statement running past the time limit is interrupted
 (SQLite: a progress handler; PostgreSQL: statement_timeout). On SQLite, ATTACH and VACUUM
 INTO are denied so a statement cannot write outside the data directory. Database errors
-come back as APIError(400) with the database's own message.
+come back as APIError(400) with the database's own message; where SQLite names a table or
+column that does not exist, the message also lists what does (as PostgreSQL hints), so a
+caller, a small model above all, can mend the statement without a round trip to the schema.
 """
 from __future__ import annotations
 
@@ -31,6 +33,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from httpkit.errors import APIError
 
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,63}")      # fullmatch: `$` would let "t\n" through
+_MISSING_NAME = re.compile(r"^(no such (column|table)|table \S+ has no column named|\d+ values for \d+ columns|"
+                           r"table \S+ has \d+ columns but)")
+HINT_CHARS = 400
 Params = dict[str, Any] | list[dict[str, Any]] | None
 
 
@@ -90,7 +95,9 @@ class SqlService:
         path = self.sql_dir / f"{db}.db"
         if readonly:
             if not path.is_file():
-                raise APIError(404, f"unknown database {db!r} (an exec creates it)", code="not_found_error")
+                known = ", ".join(d["name"] for d in self.databases()[:20]) or "none yet"
+                raise APIError(404, f"unknown database {db!r} (an exec creates it; databases: {known})",
+                               code="not_found_error")
             engine = create_engine(f"sqlite:///file:{path}?mode=ro&uri=true", connect_args={"timeout": 5})
         else:
             self.sql_dir.mkdir(parents=True, exist_ok=True)
@@ -158,9 +165,27 @@ class SqlService:
                 message = f"interrupted: the statement ran past the {self.timeout_s:g} s limit"
             elif "too big" in message:
                 message += f" (a value may hold at most {self.max_result_bytes * 3 // 4} bytes)"
+            elif _MISSING_NAME.match(message) and db not in self.urls:
+                message += f" ({self.schema_hint(db)})"
             raise APIError(400, f"{db}: {message}", code="database_error") from e
         except (OverflowError, ValueError, TypeError) as e:   # parameters sqlite cannot bind
             raise APIError(400, f"{db}: bad parameter ({e})", code="database_error") from e
+
+    def schema_hint(self, db: str) -> str:
+        """The tables of SQLite database `db` with their columns, in a few hundred characters."""
+        path = self.sql_dir / f"{db}.db"
+        try:
+            with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1) as conn:
+                names = [r[0] for r in conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+                tables = [f"{n}({', '.join(c[1] for c in conn.execute(f'PRAGMA table_info({_quote(n)})'))})"
+                          for n in names]
+        except sqlite3.Error:
+            return "its tables could not be read"
+        if not tables:
+            return f"database {db} has no tables yet"
+        hint = f"database {db} has: " + "; ".join(tables)
+        return hint if len(hint) <= HINT_CHARS else hint[:HINT_CHARS - 3] + "..."
 
     def execute(self, db: str, sql: str, params: Params = None) -> dict:
         return self._call(db, sql, params, readonly=False)
@@ -173,3 +198,7 @@ class SqlService:
             for engine in self._engines.values():
                 engine.dispose()
             self._engines.clear()
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'

@@ -82,3 +82,19 @@ def test_a_database_given_by_url(make_client, tmp_path):
     assert exec_(client, "INSERT INTO t VALUES (7)", db="shared").status_code == 200
     assert query(client, "SELECT x FROM t", db="shared").json()["rows"] == [[7]]
     assert (tmp_path / "elsewhere.db").is_file()
+
+
+def test_a_missing_table_or_column_is_answered_with_what_the_database_has(client):
+    # a small model guesses column names; the error names the real ones so the next call can use them
+    exec_(client, "CREATE TABLE charges (id INTEGER PRIMARY KEY, client TEXT, invoice_ref TEXT)")
+    exec_(client, 'CREATE TABLE "odd name" (x)')
+    for call, sql in ((query, "SELECT status FROM charges"), (query, "SELECT * FROM tickets"),
+                      (exec_, "INSERT INTO charges (client, priority) VALUES ('Dana', 'urgent')"),
+                      (exec_, "INSERT INTO charges VALUES ('Dana', 'INV-1')")):
+        r = call(client, sql)
+        message = r.json()["error"]["message"]
+        assert r.status_code == 400 and "charges(id, client, invoice_ref)" in message and "odd name(x)" in message, message
+    r = query(client, "SELECT nonsense(")
+    assert r.status_code == 400 and "charges(" not in r.json()["error"]["message"]
+    r = query(client, "SELECT 1", db="other")
+    assert r.status_code == 404 and "databases: notes" in r.json()["error"]["message"]
