@@ -1,7 +1,12 @@
 """The `memory` toolset: persistent notes an agent keeps across sessions, stored in the
 worker's SQLite database `memory` (table `notes`, full-text indexed by an FTS5 table kept
-in step by a trigger; under a namespace, `s3__memory`). Everything goes through the worker's
-SQL API; the schema is created on the first write."""
+in step by a trigger, words matched by their stems; under a namespace, `s3__memory`).
+Everything goes through the worker's SQL API; the schema is created on the first write.
+
+A search whose words no note holds also returns the most recent notes (under `recent`,
+`notes` stays empty): an agent in a new session searches with its own words ("cooking")
+for a note written in the user's ("recipes"), and a small model then answered from nothing
+or guessed where things were instead of reading its notes."""
 from __future__ import annotations
 
 import re
@@ -13,7 +18,8 @@ DB = "memory"
 SCHEMA = [
     "CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, text TEXT NOT NULL, "
     "tags TEXT NOT NULL DEFAULT '', created_at TEXT NOT NULL DEFAULT (datetime('now')))",
-    "CREATE VIRTUAL TABLE IF NOT EXISTS notes_fts USING fts5(text, tags, content='notes', content_rowid='id')",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS notes_fts USING fts5(text, tags, content='notes', content_rowid='id', "
+    "tokenize='porter unicode61')",
     "CREATE TRIGGER IF NOT EXISTS notes_ai AFTER INSERT ON notes BEGIN "
     "INSERT INTO notes_fts(rowid, text, tags) VALUES (new.id, new.text, new.tags); END",
 ]
@@ -95,6 +101,14 @@ def register(registry: Registry) -> None:
             query: words to look for
             limit: how many notes to return
         """
+        limit = max(1, min(limit, 50))
         sql = (f"SELECT {COLUMNS} FROM notes_fts JOIN notes n ON n.id = notes_fts.rowid "
                "WHERE notes_fts MATCH :q ORDER BY bm25(notes_fts) LIMIT :limit")
-        return {"notes": _select(ctx, sql, {"q": _fts_query(query), "limit": max(1, min(limit, 50))})}
+        notes = _select(ctx, sql, {"q": _fts_query(query), "limit": limit})
+        if notes:
+            return {"notes": notes}
+        recent = _select(ctx, f"SELECT {COLUMNS} FROM notes n ORDER BY n.id DESC LIMIT :limit", {"limit": limit})
+        if not recent:
+            return {"notes": [], "note": "memory holds no notes yet"}
+        return {"notes": [], "recent": recent,
+                "note": f"no note mentions {query!r}; the {len(recent)} most recent notes are under recent"}

@@ -114,7 +114,10 @@ def test_memory_tools_persist_searchable_notes(call, stack):
     assert len(recent) == 1 and recent[0]["text"].startswith("Deploys")
     assert call("memory_read", note_id=first["id"])["notes"][0]["text"].startswith("The user's cat")
     assert call.raw("memory_read", note_id=999)["error"] == "no note with id 999"
-    assert call("memory_search", query='"unbalanced (quotes')["notes"] == []
+    missed = call("memory_search", query='"unbalanced (quotes')
+    assert missed["notes"] == [] and [n["id"] for n in missed["recent"]][:2] == [second["id"], first["id"]]
+    assert "no note mentions" in missed["note"]
+    assert call("memory_search", query="deploying")["notes"][0]["id"] == second["id"]     # by the word's stem
     with sqlite3.connect(stack.settings.home / "sql" / "memory.db") as db:
         saved = db.execute("SELECT id, tags FROM notes WHERE id IN (?, ?) ORDER BY id", (first["id"], second["id"]))
         assert saved.fetchall() == [(first["id"], "cat,pets"), (second["id"], "work")]
