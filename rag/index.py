@@ -183,7 +183,7 @@ class RagIndex:
                 for d in sorted(docs.values(), key=lambda d: d["source"])]
 
     def corpus(self, collection: str) -> Corpus:
-        count = self.store.collection(collection).count()
+        count = self.store.count(collection)
         cached = self._corpora.get(collection)
         params = (self.settings.bm25_k1, self.settings.bm25_b)
         if (cached is None or cached.count != count or cached.sections != self.settings.section_keywords

@@ -13,6 +13,7 @@ from urllib.parse import urlparse
 import chromadb
 import numpy as np
 from chromadb.config import Settings as ChromaSettings
+from chromadb.errors import ChromaError
 
 from rag.embedding import ChromaEmbedding
 from rag.errors import InputError, NotFoundError
@@ -39,6 +40,7 @@ class ChromaStore:
         else:
             Path(path).mkdir(parents=True, exist_ok=True)
             self.client = chromadb.PersistentClient(path=str(path), settings=settings)
+        self._handles: dict = {}     # name -> chromadb Collection, for count()
 
     def collections(self) -> list[str]:
         return sorted(c.name for c in self.client.list_collections())
@@ -54,7 +56,23 @@ class ChromaStore:
 
     def drop(self, name: str) -> None:
         self.collection(name)
+        self._handles.pop(name, None)
         self.client.delete_collection(name)
+
+    def count(self, name: str) -> int:
+        """Chunks in the collection (NotFoundError when there is none). Search asks on every
+        query, to notice other clients' writes: a kept handle makes that one round trip
+        instead of three (list, get, count). A handle whose collection was dropped, or
+        dropped and made again, elsewhere raises a chromadb error: look it up anew (which
+        raises the error that fits, NotFoundError or the server's)."""
+        handle = self._handles.get(name)
+        if handle is not None:
+            try:
+                return handle.count()
+            except ChromaError:
+                self._handles.pop(name, None)
+        handle = self._handles[name] = self.collection(name)
+        return handle.count()
 
     def add(self, name: str, ids: list[str], texts: list[str], metadatas: list[dict],
             embeddings: np.ndarray) -> None:
