@@ -2,7 +2,7 @@
 the BM25 index (over heading path + text) and which chunks come from contents pages.
 
 Built from the store once per change of the collection (RagIndex drops it on its own
-writes; the chunk count catches other writers). With the vectors here a query costs one
+writes; the collection's id and chunk count catch other writers'). With the vectors here a query costs one
 matrix-vector product ([n, dim] @ [dim]) instead of a round trip to the store, and the
 prf rerank reads the best chunks' vectors without embedding anything again.
 """
