@@ -41,7 +41,8 @@ class Corpus:
     def cosine(self, query_vector: np.ndarray) -> np.ndarray:
         """[n] cosine of every chunk with a unit query vector.
 
-        einsum rather than `@`: numpy's BLAS splits this one product over its threads, and
-        waking them between queries cost 5 ms at the median and 27 ms at p95 on a busy
-        2-core machine, against 0.4 ms for one thread that never waits on another."""
+        einsum rather than `@`: numpy's BLAS splits this one product over its threads; on a
+        busy 2-core machine waking them cost 5 ms at the median and 27 ms at p95, against
+        0.4 ms for one thread, and while they spin after it they take the core the next
+        query's embedding needs (23 -> 14 ms median: benchmarks/results/rag_stages.json)."""
         return np.einsum("ij,j->i", self.vectors, query_vector) if self.count else np.zeros(0, np.float32)
