@@ -18,19 +18,13 @@ import os
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
-from io import BytesIO
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from benchmarks.provenance import commit as head_commit  # noqa: E402
-
-
-def git(*args: str) -> bytes:
-    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, check=True).stdout
+from benchmarks.provenance import commit as head_commit, unpack  # noqa: E402
 
 
 def run_eval(tree: Path, commit: str, home: Path, threads: int) -> dict:
@@ -58,12 +52,11 @@ def main() -> int:
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "rag_latency.json")
     args = p.parse_args()
 
-    before = git("rev-parse", args.before).decode().strip()
     after = head_commit(short=False)
     runs: dict[str, list[dict]] = {"before": [], "after": []}
     with tempfile.TemporaryDirectory() as tmp:
         old = Path(tmp)
-        tarfile.open(fileobj=BytesIO(git("archive", before)), mode="r:").extractall(old, filter="data")
+        before = unpack(args.before, old)
         for i in range(args.rounds):
             for side, tree, commit in (("before", old, before), ("after", ROOT, after)):
                 runs[side].append(run_eval(tree, commit, args.home, args.threads))

@@ -20,13 +20,14 @@ import os
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
-from io import BytesIO
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from benchmarks.provenance import commit as head_commit, unpack  # noqa: E402
+
 COLLECTION = "eval-pdftotext"
 
 
@@ -81,13 +82,9 @@ def main() -> int:
     if not args.before:
         p.error("--before is required")
 
-    def git(*a: str) -> bytes:
-        return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, check=True).stdout
-
-    sides = {"before": git("rev-parse", args.before).decode().strip(), "after": git("rev-parse", "HEAD").decode().strip()}
-    runs: dict[str, list[dict]] = {side: [] for side in sides}
+    runs: dict[str, list[dict]] = {"before": [], "after": []}
     with tempfile.TemporaryDirectory() as tmp:
-        tarfile.open(fileobj=BytesIO(git("archive", sides["before"])), mode="r:").extractall(tmp, filter="data")
+        sides = {"before": unpack(args.before, Path(tmp)), "after": head_commit(short=False)}
         trees = {"before": Path(tmp), "after": ROOT}
         for i in range(args.rounds):
             for side, tree in trees.items():
@@ -106,7 +103,8 @@ def main() -> int:
               "date": time.strftime("%Y-%m-%d")}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1) + "\n")
-    print(f"wrote {args.out}", file=sys.stderr)
+    whole = {side: summary[side]["search (whole call)"]["median_ms"] for side in summary}
+    print(f"wrote {args.out}: whole search {whole['before']} -> {whole['after']} ms median", file=sys.stderr)
     return 0
 
 
