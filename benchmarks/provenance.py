@@ -15,3 +15,14 @@ def commit(short: bool = True) -> str:
         return os.environ["SAMEVM_COMMIT"]
     return subprocess.run(["git", "rev-parse", *(["--short"] if short else []), "HEAD"], cwd=ROOT,
                           capture_output=True, text=True).stdout.strip()
+
+
+def unpack(rev: str, dest: Path) -> str:
+    """The files of commit `rev` of this repository, unpacked under `dest` (to run an earlier
+    version beside this checkout); returns the commit's full hash."""
+    import tarfile
+    from io import BytesIO
+    full = subprocess.run(["git", "rev-parse", rev], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    data = subprocess.run(["git", "archive", full], cwd=ROOT, capture_output=True, check=True).stdout
+    tarfile.open(fileobj=BytesIO(data), mode="r:").extractall(dest, filter="data")
+    return full

@@ -40,12 +40,13 @@ class Bm25Index:
         """BM25 score of every indexed text, in index order (zeros when no query word is known)."""
         if not self.ids:
             return np.zeros(0, np.float32)
-        vocab = self._tok.get_vocab_dict()
-        words = [w for w in self._tok.tokenize([query], update_vocab=False, show_progress=False,
-                                               return_as="string")[0] if w in vocab]
-        if not words:
+        # Term ids straight from the tokenizer: asking for strings made bm25s invert the whole
+        # vocabulary on every query (most of the time BM25 took). Words the collection lacks
+        # get no id; a query of stop words alone gets the empty term's, which no chunk has.
+        terms = self._tok.tokenize([query], update_vocab=False, show_progress=False, return_as="ids")[0]
+        if not terms:
             return np.zeros(len(self.ids), np.float32)
-        return self._bm25.get_scores([vocab[w] for w in words]).astype(np.float32)
+        return self._bm25.get_scores(terms).astype(np.float32)
 
     def search(self, query: str, k: int) -> list[tuple[str, float]]:
         """[(id, score)] of the k best texts with a score above zero."""

@@ -78,7 +78,7 @@ class RagIndex:
         self.chunk_overlap = min(chunk_overlap, self.chunk_tokens // 2)
         self.settings = search or SearchSettings()
         self._write = threading.Lock()
-        self._corpora: dict[str, Corpus] = {}
+        self._corpora: dict[str, tuple[tuple, Corpus]] = {}   # name -> (what it was built from, corpus)
 
     # ---- writing
     def ingest(self, doc: Document, collection: str = "default",
@@ -183,15 +183,14 @@ class RagIndex:
                 for d in sorted(docs.values(), key=lambda d: d["source"])]
 
     def corpus(self, collection: str) -> Corpus:
-        count = self.store.collection(collection).count()
+        state = self.store.state(collection)      # other clients' writes change it
+        built = (state, self.settings.section_keywords, self.settings.bm25_k1, self.settings.bm25_b)
         cached = self._corpora.get(collection)
-        params = (self.settings.bm25_k1, self.settings.bm25_b)
-        if (cached is None or cached.count != count or cached.sections != self.settings.section_keywords
-                or cached.bm25_params != params):   # the count catches writes by other clients
-            cached = Corpus.build(*self.store.texts(collection), sections=self.settings.section_keywords,
-                                  bm25_params=params)
+        if cached is None or cached[0] != built:
+            cached = built, Corpus.build(*self.store.texts(collection), sections=self.settings.section_keywords,
+                                         bm25_params=built[2:])
             self._corpora[collection] = cached
-        return cached
+        return cached[1]
 
     def search(self, query: str, collection: str = "default", k: int = 5, mode: str = "hybrid",
                rerank: str | None = None, fusion: str | None = None) -> list[Hit]:

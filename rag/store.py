@@ -13,6 +13,7 @@ from urllib.parse import urlparse
 import chromadb
 import numpy as np
 from chromadb.config import Settings as ChromaSettings
+from chromadb.errors import ChromaError
 
 from rag.embedding import ChromaEmbedding
 from rag.errors import InputError, NotFoundError
@@ -39,6 +40,7 @@ class ChromaStore:
         else:
             Path(path).mkdir(parents=True, exist_ok=True)
             self.client = chromadb.PersistentClient(path=str(path), settings=settings)
+        self._handles: dict = {}     # name -> chromadb Collection, for state()
 
     def collections(self) -> list[str]:
         return sorted(c.name for c in self.client.list_collections())
@@ -54,7 +56,23 @@ class ChromaStore:
 
     def drop(self, name: str) -> None:
         self.collection(name)
+        self._handles.pop(name, None)
         self.client.delete_collection(name)
+
+    def state(self, name: str) -> tuple[str, int]:
+        """(collection id, chunk count), NotFoundError when there is no such collection: what
+        search checks on every query to notice other clients' writes (an add or delete
+        changes the count, a drop and re-create the id). A kept handle makes that one round
+        trip instead of three (list, get, count); a handle whose collection was dropped
+        elsewhere raises a chromadb error, and the lookup anew raises the one that fits."""
+        handle = self._handles.get(name)
+        if handle is not None:
+            try:
+                return str(handle.id), handle.count()
+            except ChromaError:
+                self._handles.pop(name, None)
+        handle = self._handles[name] = self.collection(name)
+        return str(handle.id), handle.count()
 
     def add(self, name: str, ids: list[str], texts: list[str], metadatas: list[dict],
             embeddings: np.ndarray) -> None:
