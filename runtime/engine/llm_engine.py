@@ -179,12 +179,14 @@ class LLMEngine:
         def done(phase: str) -> None:
             phases[phase] = time.monotonic() - t0 - sum(phases.values())
 
-        files = files or read_files(config)
-        gguf, adapter = files.gguf, files.adapter
-        done("files")
+        gguf = files.gguf if files else load_gguf(config.model)
+        done("gguf")
         ops = ops or create_backend(config.backend, config.cpu_dtype, config.cuda, config.kernel_cache)
         done("backend")
         num_blocks, max_model_len = kv_layout(config, gguf.spec, ops)
+        adapter = files.adapter if files else load_adapter(config.lora, gguf.spec) if config.lora else None
+        if adapter:
+            done("lora")
         merged = adapter is not None and config.lora_mode == "merged"
         with ThreadPoolExecutor(1, thread_name_prefix="lora-merge") as pool:
             merging = pool.submit(merge_adapter, gguf, adapter, ops.merge_qtype, config.merge_cache) if merged else None
