@@ -10,8 +10,9 @@ name, as `make run` serves it: with its shipped LoRA adapter merged into the wei
   its check of the files and first load, runtime/server/loading.load), then the grammar
   tokenizer (serve builds it once it serves; the agent's first request, with tools, waits for
   it), and generates one token after the chat prompt. Phases: interpreter start, imports,
-  serve's check of the files, from_gguf's own (files where it reads them, backend, tokenizer,
-  merge, weights, kv_cache), the grammar tokenizer, the first token.
+  serve's check of the files (which the load takes: its gguf and lora phases are then ~0 s),
+  from_gguf's own (gguf, backend, lora, tokenizer, merge, weights, kv_cache), the
+  grammar tokenizer, the first token.
 - server: `samevm serve` from exec to the first streamed token of a /v1/chat/completions
   request (/health polled every 0.1 s as the supervisor does, then one streaming request); when it answered
   at all (its imports done, the port open: answered_s) and when it said ready, and from_gguf's phases from its log.
