@@ -1,7 +1,6 @@
 """samevm serve: the runtime's OpenAI-compatible HTTP server (runtime/server)."""
 from __future__ import annotations
 
-import functools
 import sys
 from pathlib import Path
 
@@ -72,13 +71,14 @@ def run(args, settings) -> int:
         return 2
     hash_ahead(config)              # beside the imports below, which hold the GIL while hashing does not
     from runtime.engine.llm_engine import read_files
+    held = []                       # the files read here, handed to the first load and then let go
     try:                            # a bad adapter refused now, not as a 503 on /health after the load
-        files = read_files(config.engine)
+        held.append(read_files(config.engine))
     except AdapterError as e:
         print(f"samevm serve: cannot serve --lora {config.engine.lora}: {e}", file=sys.stderr)
         return 2
     except ModelLoadError:
-        files = None                # the load says what is wrong with the model file, on /health
+        held.append(None)           # the load says what is wrong with the model file, on /health
     import uvicorn
 
     from runtime.server import loading
@@ -86,7 +86,7 @@ def run(args, settings) -> int:
 
     print(f"samevm serve: {config.model_id} on http://{config.host}:{config.port}/v1 "
           f"(health: /health answers 503 until the model has loaded)", flush=True)
-    app = create_app(config, functools.partial(loading.start, files=files))     # read once, not again
+    app = create_app(config, lambda state: loading.start(state, held.pop()))     # (the adapter: 18 MB for the 0.5B)
     uvicorn.run(app, host=config.host, port=config.port, log_level="info",
                 timeout_graceful_shutdown=5, ws="none")     # no websocket routes: nor its imports at start
     return 0
