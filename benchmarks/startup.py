@@ -6,11 +6,13 @@ name, as `make run` serves it: with its shipped LoRA adapter merged into the wei
     python benchmarks/startup.py [--backend cpu|cuda] [--model NAME_OR_PATH] [--reps 3]
                                  [--tree LABEL=DIR ...] [--llama-exe PATH | --llama-dir DIR]
 
-- engine: a Python process that builds the engine as `samevm serve` does (serve's own config
-  and first load, runtime/server/loading.load), then the grammar tokenizer (serve builds it
-  once it serves; the agent's first request, with tools, waits for it), and generates one
-  token after the chat prompt. Phases: interpreter start, imports, from_gguf's own (gguf,
-  backend, tokenizer, merge, weights, kv_cache), the grammar tokenizer, the first token.
+- engine: a Python process that builds the engine as `samevm serve` does (serve's own config,
+  its check of the files and first load, runtime/server/loading.load), then the grammar
+  tokenizer (serve builds it once it serves; the agent's first request, with tools, waits for
+  it), and generates one token after the chat prompt. Phases: interpreter start, imports,
+  serve's check of the files (which the load takes: its gguf and lora phases are then ~0 s),
+  from_gguf's own (gguf, backend, lora, tokenizer, merge, weights, kv_cache), the
+  grammar tokenizer, the first token.
 - server: `samevm serve` from exec to the first streamed token of a /v1/chat/completions
   request (/health polled every 0.1 s as the supervisor does, then one streaming request); when it answered
   at all (its imports done, the port open: answered_s) and when it said ready, and from_gguf's phases from its log.
@@ -48,6 +50,7 @@ LOADED = re.compile(r"loaded \S+ .* in [\d.]+ s \((?P<phases>[^)]*)\)")
 # ---- the engine child (timed from its own first line) ------------------------------------
 def engine_child(model: str, backend: str) -> None:
     t0 = time.perf_counter()
+    from runtime.engine import llm_engine
     from runtime.sampling import SamplingParams
     from runtime.server import loading
     from runtime.server.revisions import RevisionRegistry
@@ -58,7 +61,16 @@ def engine_child(model: str, backend: str) -> None:
     config = build_config(build_parser().parse_args(["serve", "--model", model, "--backend", backend]), Settings())
     state = ServerState(config, RevisionRegistry(config.revisions_dir, config.model_id))
     t1 = time.perf_counter()
-    engine = loading.load(state, config.engine.model, config.engine.revision, config.engine.lora)   # serve's first load
+    if hasattr(llm_engine, "read_files"):      # serve reads the files to check them, the load takes them
+        files = llm_engine.read_files(config.engine)
+        engine = loading.load(state, config.engine.model, config.engine.revision, config.engine.lora, files)
+    else:                                       # a tree from before (--tree): serve read them twice
+        from runtime.gguf import load_gguf
+        from runtime.lora import load_adapter
+        if config.engine.lora:
+            load_adapter(config.engine.lora, load_gguf(config.engine.model).spec)
+        engine = loading.load(state, config.engine.model, config.engine.revision, config.engine.lora)
+    t2 = time.perf_counter()
     state.grammar_factory(engine)
     t3 = time.perf_counter()
     ids = engine.tokenizer.encode(engine.tokenizer.render_chat(PROMPT))
@@ -66,8 +78,8 @@ def engine_child(model: str, backend: str) -> None:
     t4 = time.perf_counter()
     heavy = sorted(m for m in ("torch", "transformers", "cupy") if m in sys.modules)
     phases = getattr(engine, "load_phases", {"from_gguf": engine.load_seconds})
-    print(json.dumps({"imports": t1 - t0, **phases, "grammar": t3 - t1 - engine.load_seconds,
-                      "first_forward": t4 - t3, "child_total": t4 - t0,
+    print(json.dumps({"imports": t1 - t0, "check": t2 - t1 - engine.load_seconds, **phases,
+                      "grammar": t3 - t2, "first_forward": t4 - t3, "child_total": t4 - t0,
                       "prompt_tokens": len(ids), "token": token, "modules": heavy,
                       "adapter": engine.adapter and engine.adapter["name"]}), flush=True)
 

@@ -27,7 +27,7 @@ from runtime.engine.block_manager import BlockManager
 from runtime.engine.model_runner import ModelRunner
 from runtime.engine.scheduler import Scheduler
 from runtime.engine.sequence import Sequence
-from runtime.gguf import load_gguf, quick_digest
+from runtime.gguf import GGUFModel, load_gguf, quick_digest
 from runtime.lora import Adapter, load_adapter, revision_suffix
 from runtime.lora_merge import merge_adapter
 from runtime.models import build_model
@@ -46,6 +46,21 @@ def kv_layout(config: EngineConfig, spec, ops: Ops) -> tuple[int, int]:
     num_blocks = config.num_kv_blocks or max(1, config.kv_cache_mb * 2**20 // (kv_bytes_per_token * config.block_size))
     limit = config.max_model_len or min(spec.context_length, MAX_DEFAULT_LEN)
     return num_blocks, min(limit, num_blocks * config.block_size)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFiles:
+    """What a load reads before it builds anything: the GGUF parsed and the adapter to serve on
+    it (None: the base) read and checked against it."""
+    gguf: GGUFModel
+    adapter: Adapter | None
+
+
+def read_files(config: EngineConfig) -> ModelFiles:
+    """config's GGUF and adapter, read; ModelLoadError (AdapterError for the adapter) says what
+    is wrong, before any weights are built."""
+    gguf = load_gguf(config.model)
+    return ModelFiles(gguf, load_adapter(config.lora, gguf.spec) if config.lora else None)
 
 
 class RequestError(ValueError):
@@ -152,22 +167,24 @@ class LLMEngine:
         self.load_phases: dict[str, float] = {}     # from_gguf's seconds per phase, in order
 
     @classmethod
-    def from_gguf(cls, config: EngineConfig, ops: Ops | None = None) -> LLMEngine:
+    def from_gguf(cls, config: EngineConfig, ops: Ops | None = None, files: ModelFiles | None = None) -> LLMEngine:
         """The engine for config.model: its weights on `ops` (default: config's backend), its
-        tokenizer and chat template from the same file. An adapter's merge runs in a thread
-        beside the tokenizer's build: the build holds the GIL, the merge (one C call) does
-        not; phase "merge" is what was left to wait for once the tokenizer was built."""
+        tokenizer and chat template from the same file; `files`: config's files already read
+        (read_files; serve reads them first to refuse a bad adapter before it starts). An
+        adapter's merge runs in a thread beside the tokenizer's build: the build holds the
+        GIL, the merge (one C call) does not; phase "merge" is what was left to wait for once
+        the tokenizer was built."""
         phases, t0 = {}, time.monotonic()
 
         def done(phase: str) -> None:
             phases[phase] = time.monotonic() - t0 - sum(phases.values())
 
-        gguf = load_gguf(config.model)
+        gguf = files.gguf if files else load_gguf(config.model)
         done("gguf")
         ops = ops or create_backend(config.backend, config.cpu_dtype, config.cuda, config.kernel_cache)
         done("backend")
         num_blocks, max_model_len = kv_layout(config, gguf.spec, ops)
-        adapter = load_adapter(config.lora, gguf.spec) if config.lora else None
+        adapter = files.adapter if files else load_adapter(config.lora, gguf.spec) if config.lora else None
         if adapter:
             done("lora")
         merged = adapter is not None and config.lora_mode == "merged"

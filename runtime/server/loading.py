@@ -28,7 +28,7 @@ import anyio
 import numpy as np
 
 from httpkit.errors import APIError
-from runtime.engine.llm_engine import LLMEngine
+from runtime.engine.llm_engine import LLMEngine, ModelFiles
 from runtime.gguf import ModelLoadError, quick_digest
 from runtime.lora import AdapterError, revision_suffix, weights_sha256
 from runtime.sampling import SamplingParams
@@ -61,10 +61,12 @@ def confined(state: ServerState, path: str, param: str = "path") -> Path:
     return resolved
 
 
-def load(state: ServerState, path: str, revision: str, adapter: str | None = None) -> LLMEngine:
+def load(state: ServerState, path: str, revision: str, adapter: str | None = None,
+         files: ModelFiles | None = None) -> LLMEngine:
+    """`files`: these files already read (llm_engine.read_files)."""
     cfg = dataclasses.replace(state.config.engine, model=str(path), revision=revision, lora=adapter)
     try:
-        engine = LLMEngine.from_gguf(cfg)
+        engine = LLMEngine.from_gguf(cfg, files=files)
     except AdapterError as e:
         raise Refused(422, f"cannot serve adapter {Path(adapter).name} on {Path(path).name}: {e}") from e
     except (ModelLoadError, ValueError, OSError) as e:
@@ -118,9 +120,10 @@ def same_files(a: tuple[str, str | None], b: tuple[str, str | None]) -> bool:
     return resolve(a[0]) == resolve(b[0]) and resolve(a[1]) == resolve(b[1])
 
 
-def start(state: ServerState) -> None:
+def start(state: ServerState, files: ModelFiles | None = None) -> None:
     """The first load (blocking, in a thread): the registry's active revision if it was
-    reloaded before and its file exists, else the configured model."""
+    reloaded before and its file exists, else the configured model (`files`: its files,
+    already read by samevm serve's check)."""
     cfg, registry = state.config, state.registry
     target = registry.resume_target() if cfg.resume else None
     engine = None
@@ -143,7 +146,7 @@ def start(state: ServerState) -> None:
     with ThreadPoolExecutor(1) as pool:     # the digest reads the whole file, off the GIL: beside the load
         digest = pool.submit(model_digest, state.config, engine.config.model if engine else cfg.engine.model)
         try:
-            engine = engine or load(state, cfg.engine.model, cfg.engine.revision, cfg.engine.lora)
+            engine = engine or load(state, cfg.engine.model, cfg.engine.revision, cfg.engine.lora, files)
         except Refused as e:
             state.load_error = e.reason
             log.error("model failed to load: %s", e.reason)

@@ -50,5 +50,6 @@ class ServerState:
         key = engine.tokenizer.fingerprint
         with self.grammar_lock:
             if key not in self.grammars:
-                self.grammars[key] = GrammarFactory(engine.tokenizer, engine.spec.vocab, engine.eos_ids)
+                self.grammars[key] = GrammarFactory(engine.tokenizer, engine.spec.vocab, engine.eos_ids,
+                                                    slices=engine.ops.name != "cpu")    # see GrammarFactory
             return self.grammars[key]

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from runtime import catalog
 from runtime.config import EngineConfig
-from runtime.gguf import ModelLoadError, load_gguf
-from runtime.lora import load_adapter
+from runtime.gguf import ModelLoadError
+from runtime.lora import AdapterError
 from runtime.server.config import ServerConfig
 from runtime.server.model_digest import hash_ahead
 
@@ -70,18 +70,23 @@ def run(args, settings) -> int:
         print(f"samevm serve: {e}", file=sys.stderr)
         return 2
     hash_ahead(config)              # beside the imports below, which hold the GIL while hashing does not
-    if config.engine.lora:          # refuse a bad adapter now, not as a 503 on /health after the load
-        try:
-            load_adapter(config.engine.lora, load_gguf(config.engine.model).spec)
-        except ModelLoadError as e:
-            print(f"samevm serve: cannot serve --lora {config.engine.lora}: {e}", file=sys.stderr)
-            return 2
+    from runtime.engine.llm_engine import read_files
+    held = []                       # the files read here, handed to the first load and then let go
+    try:                            # a bad adapter refused now, not as a 503 on /health after the load
+        held.append(read_files(config.engine))
+    except AdapterError as e:
+        print(f"samevm serve: cannot serve --lora {config.engine.lora}: {e}", file=sys.stderr)
+        return 2
+    except ModelLoadError:
+        held.append(None)           # the load says what is wrong with the model file, on /health
     import uvicorn
 
+    from runtime.server import loading
     from runtime.server.app import create_app
 
     print(f"samevm serve: {config.model_id} on http://{config.host}:{config.port}/v1 "
           f"(health: /health answers 503 until the model has loaded)", flush=True)
-    uvicorn.run(create_app(config), host=config.host, port=config.port, log_level="info",
+    app = create_app(config, lambda state: loading.start(state, held.pop()))     # (the adapter: 18 MB for the 0.5B)
+    uvicorn.run(app, host=config.host, port=config.port, log_level="info",
                 timeout_graceful_shutdown=5, ws="none")     # no websocket routes: nor its imports at start
     return 0

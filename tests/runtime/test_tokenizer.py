@@ -61,9 +61,9 @@ def without_none(messages: list[dict]) -> list[dict]:
     return [{k: v for k, v in m.items() if v is not None} for m in messages]
 
 
-def write_tokenizer_gguf(path: Path, template: str, add_bos: bool) -> Path:
+def write_tokenizer_gguf(path: Path, template: str, add_bos: bool, num_merges: int = 200) -> Path:
     """A GGUF with the synthetic models' byte-level BPE tokenizer and no tensors."""
-    tokens, merges = bpe_vocab(200)
+    tokens, merges = bpe_vocab(num_merges)
     tokens += SPECIALS
     w = GGUFWriter(str(path), "qwen2")
     for add, value in ((w.add_block_count, 1), (w.add_context_length, 64), (w.add_embedding_length, 8),
@@ -271,6 +271,23 @@ def test_the_cache_round_trips_exactly(tmp_path):
         assert cached.encode(text, True) == ids and cached.decode(ids, False) == fresh.decode(ids, False)
     for messages in CONVERSATIONS:
         assert cached.render_chat(messages, TOOLS) == fresh.render_chat(messages, TOOLS)
+
+
+def test_a_gguf_rewritten_with_another_vocabulary_is_not_served_from_the_old_entry(tmp_path):
+    """The cache is keyed by the file's tokenizer itself, not by its path, size or time: the same
+    path rewritten with fewer merges (its tokens at other ids) loads as a fresh conversion of
+    the new file does, never as the entry the old one left."""
+    path, cache = tmp_path / "tok.gguf", tmp_path / "cache"
+    write_tokenizer_gguf(path, CHATML_TEMPLATE, False)
+    old = [Tokenizer(path, cache).encode(t) for t in TEXTS]
+    stat = path.stat()
+    write_tokenizer_gguf(path, CHATML_TEMPLATE, False, num_merges=120)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))      # even with the old file's times
+    fresh = Tokenizer(path)
+    reloaded = Tokenizer(path, cache)
+    assert [reloaded.encode(t) for t in TEXTS] == [fresh.encode(t) for t in TEXTS] != old
+    assert reloaded.backend_json() == fresh.backend_json() and len(reloaded) == len(fresh)
+    assert Tokenizer(path, cache)._hf is None               # the new file has its own entry, whole
 
 
 def test_the_snapshot_keeps_merges_in_the_faster_string_form_where_that_is_exact(pair):

@@ -60,11 +60,11 @@ def test_the_model_serves_before_its_grammar_tokenizer_and_a_grammar_request_wai
     real = server_state.GrammarFactory
     app = create_app(config(tiny_gguf("qwen2"), tmp_path))
 
-    def held(*args):
+    def held(*args, **kwargs):
         served_first.append(app.state.server.loop is not None)
         building.set()
         release.wait(300)
-        return real(*args)
+        return real(*args, **kwargs)
 
     monkeypatch.setattr(server_state, "GrammarFactory", held)
     tool = {"type": "function", "function": {"name": "add", "parameters": {

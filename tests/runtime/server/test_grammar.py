@@ -98,6 +98,30 @@ def test_response_schema_documents_validate(factory):
         jsonschema.validate(json.loads(walk(tok, f.constraint(grammar.json_schema_grammar(schema)), rng)), schema)
 
 
+def test_a_factory_without_slices_allows_exactly_the_same_tokens(factory):
+    """The CPU's factory builds no token slices (a start-up cost, GrammarFactory): along random
+    walks of a call, a schema with free strings and a regex, every mask equals the sliced one's."""
+    tok, sliced = factory
+    plain = grammar.GrammarFactory(tok, len(tok), set(sliced.eos_ids), slices=False)
+    schema = {"type": "object", "properties": {"note": {"type": "string"}, "n": {"type": "integer"}},
+              "required": ["note", "n"]}
+    sources = [grammar.call_or_text_grammar({"get_weather": WEATHER, "clock": CLOCK}, parallel=True),
+               grammar.json_schema_grammar(schema), grammar.regex_grammar(r"[a-z ]{1,40}\.")]
+    rng = np.random.default_rng(7)
+    steps = 0
+    for source in sources * 3:
+        a, b = sliced.constraint(source), plain.constraint(source)
+        while not a.is_terminated() and steps < 3000:
+            allowed = a.allowed()
+            assert np.array_equal(b.allowed(), allowed)
+            token = int(rng.choice(allowed_ids(allowed, len(tok))))
+            a.advance(token)
+            b.advance(token)
+            steps += 1
+        assert b.is_terminated() == a.is_terminated()
+    assert steps > 100
+
+
 def test_first_token_must_open_the_object(factory):
     tok, f = factory
     c = f.constraint(grammar.json_schema_grammar({"type": "object"}))

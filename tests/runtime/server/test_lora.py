@@ -14,7 +14,9 @@ adapter unmerged (also int8); Q8_TOLERANCE = 8% stays 6x below the adapter's 48-
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
+import shutil
 import subprocess
 import sys
 import time
@@ -29,7 +31,8 @@ from safetensors.torch import load_file, save_file
 
 from dev.synthetic import Shape
 from runtime.config import CudaOptions, EngineConfig
-from runtime.engine.llm_engine import LLMEngine
+from runtime.engine.llm_engine import LLMEngine, read_files
+from runtime.server import loading
 from runtime.server.app import create_app
 from runtime.server.config import ServerConfig
 from tests.runtime.lora_fixtures import hf_model, make_adapter, reference_logits
@@ -203,6 +206,24 @@ def test_adapter_swapped_then_removed(adapters, tiny_gguf, tmp_path):
         assert c.post("/admin/reload", json={}).status_code == 200             # no adapter: the base alone
         assert np.array_equal(live(c).prompt_logits(ids), base_logits)
         assert c.get("/v1/models").json()["data"][0]["adapter"] is None
+
+
+def test_the_first_load_serves_the_files_serve_read_without_reading_them_again(adapters, tiny_gguf, tmp_path):
+    """serve reads the GGUF and the adapter once, to refuse a bad adapter before it starts, and
+    hands them to the first load: emptied on disk afterwards, the adapter still serves as read."""
+    peft_model, source = adapters["qwen2"]
+    folder = tmp_path / "lora-read-once"
+    shutil.copytree(source, folder)
+    engine = EngineConfig(model=tiny_gguf("qwen2"), backend="cpu", cpu_dtype="float32", kv_cache_mb=16,
+                          tokenizer_cache=str(tmp_path / "tok"), lora=str(folder))
+    files = read_files(engine)
+    (folder / WEIGHTS).write_bytes(b"")          # a second read would refuse it: "cannot be read"
+    app = create_app(ServerConfig(engine=engine, model_id="tiny", home=tmp_path),
+                     functools.partial(loading.start, files=files))
+    with TestClient(base_url=LOCAL, app=app, client=("127.0.0.1", 1)) as c:
+        assert wait_healthy(c)["adapter"]["name"] == "lora-read-once"
+        ids = prompt_ids(c)
+        assert close(live(c).prompt_logits(ids), reference_logits(peft_model, ids))
 
 
 def test_a_restart_resumes_the_adapter_it_served(adapters, tiny_gguf, tmp_path):
