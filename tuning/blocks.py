@@ -124,7 +124,9 @@ class Builder(SqlTurns, StoreTurns, ReportedTurns):
         saved = {w for n in self.notes for w in re.findall(r"\w+", n.lower())}
         missing = [w for w in MISSES if not any(v.startswith(w[:4]) or w.startswith(v[:4]) for v in saved)]
         if missing and self.rng.random() < 0.25:
-            # a word no note holds finds nothing: every note is read, rather than a store guessed
-            return [Step([("memory_search", {"query": self.rng.choice(missing)})]), Step([("memory_read", {})])]
+            # a word no note holds matches nothing, and the search returns the recent notes
+            # instead (tools/memory.py); sometimes every note is read as well, never a store guessed
+            miss = Step([("memory_search", {"query": self.rng.choice(missing)})])
+            return [miss, Step([("memory_read", {})])] if self.rng.random() < 0.3 else [miss]
         return [Step([("memory_search", {"query": self.d.things})])]
 

@@ -183,8 +183,9 @@ class SqlTurns:
         return []
 
     def schema_first(self, f, sql: str) -> list[Step]:
-        """Before the query of `sql`, sometimes: a guessed column name fails and the table's
-        schema is read; or, in a new session (the note names the table, not its columns), the
+        """Before the query of `sql`, sometimes: a guessed column name fails (the error lists
+        the table's columns) and the query is made again with the right one, or the schema is
+        read first; or, in a new session (the note names the table, not its columns), the
         schema is read first. A model that invented the table's columns earlier must find them
         again rather than guess twice."""
         t, rng = self.table, self.rng
@@ -192,8 +193,9 @@ class SqlTurns:
         if rng.random() < 0.12:
             guess = "_".join(f.words.split()[:2])
             guess += "_value" if guess.lower() == f.name.lower() else ""      # SQLite names ignore case
-            return [Step([("sql_query", {"db": t.db, "sql": sql.replace(f"SELECT {f.name}", f"SELECT {guess}")})],
-                         fails=True, train=False), read]
+            wrong = Step([("sql_query", {"db": t.db, "sql": sql.replace(f"SELECT {f.name}", f"SELECT {guess}")})],
+                         fails=True, train=False)
+            return [wrong] + ([read] if rng.random() < 0.4 else [])
         return [read] if self.new_session and rng.random() < 0.3 else []
 
     def lookup(self, plain: bool = False) -> TurnPlan:
