@@ -211,6 +211,8 @@ class SqlTurns:
                 return turn
         elif draw < 0.3:
             return self.lookup_missing()
+        elif draw < 0.42 and len(self.d.fields) > 2:
+            return self.lookup_two()
         row = rng.choice(t.rows)
         f = rng.choice(self.d.fields[1:])
         key = row[self.d.key.name]
@@ -231,6 +233,34 @@ class SqlTurns:
         user = self.pick(W.LOOKUP, field=f.words, key=key)
         expect = Expect(called=["sql_query"], answer_contains=[fmt(row[f.name])])
         return self.turn(user, steps + [Step(answer=answer)], "lookup", expect, [fmt(row[f.name])])
+
+    def lookup_two(self) -> TurnPlan:
+        """Two values of one stored record asked at once ("the status and priority of ..."),
+        the record named by its key or by a value only it has ("the one with tenant Amina Yusuf")."""
+        t, rng, key = self.table, self.rng, self.d.key.name
+        row = rng.choice(t.rows)
+        f, g = rng.sample(list(self.d.fields[1:]), 2)
+        own = [(h, row[h.name]) for h in self.d.fields[1:] if h.kind == "text" and h not in (f, g)
+               and sum(r[h.name] == row[h.name] for r in t.rows) == 1]
+        by = rng.choice(own) if own and rng.random() < 0.4 else None
+        if by:
+            where_sql, ident = f"{by[0].name} = {literal(by[1])}", f"the one with {by[0].words} {fmt(by[1])}"
+        else:
+            where_sql, ident = t.where(row[key]), str(row[key])
+        sql = f"SELECT {f.name}, {g.name} FROM {t.name} WHERE {where_sql}"
+        steps = self.find_table() + self.schema_first(f, sql) + [Step([("sql_query", {"db": t.db, "sql": sql})])]
+        where = self.where()
+        self.said[row[key]] = dict(row)
+
+        def answer(results):
+            rows = A.last_rows(results)
+            return f"In {where}, {ident} has {f.words} {fmt(rows[0][0])} and {g.words} {fmt(rows[0][1])}." if rows \
+                else f"{where} has no row for {ident}."
+        want = [fmt(row[f.name]), fmt(row[g.name])]
+        forms = [w for w in W.LOOKUP if "{key}'s" not in w] if by else W.LOOKUP      # not "the one with X's"
+        user = self.pick(forms, field=f"{f.words} and {g.words}", key=ident)
+        return self.turn(user, steps + [Step(answer=answer)], "lookup",
+                         Expect(called=["sql_query"], not_called=["sql_exec"], answer_contains=want), want)
 
     def unique_value(self, records: list[dict]):
         """A (field, value) that exactly one of `records` has, on a field other than the key and

@@ -489,3 +489,22 @@ def test_two_records_told_as_one_story_are_two_rows():
         inserts = [a["sql"] for s in turn.steps for n, a in s.calls if "INSERT" in a.get("sql", "")]
         assert sum(sql.count("), (") + 1 for sql in inserts) == 2, inserts
     assert seen >= 20
+
+
+def test_two_values_of_one_record_are_asked_at_once_by_its_key_or_a_value_only_it_has():
+    import sqlite3
+    from tuning.blocks import Builder
+    by_value = 0
+    for i in range(200):
+        b = Builder(random.Random(i), BY_NAME[("tenant-requests", "hiring-candidates")[i % 2]])
+        keep = b.keep(4)
+        turn = b.lookup_two()
+        db = sqlite3.connect(":memory:")
+        for s in keep.steps:
+            for _, args in s.calls:
+                db.execute(args["sql"])
+        sql = turn.steps[-2].calls[0][1]["sql"]
+        rows = db.execute(sql).fetchall()
+        assert len(rows) == 1 and [fmt(v) for v in rows[0]] == turn.expect.answer_contains, (sql, turn.user)
+        by_value += "the one with" in turn.user
+    assert by_value >= 10
