@@ -21,9 +21,10 @@ setting) with recall@1/3/5/10, MRR@10, search latency, and the same per PDF; the
 of the default extractor and settings carries "default": true.
 
 With --llm-rerank-url, the default extractor's collection is also searched with the default
-setting whose best --llm-rerank-top hits are reranked by rag.rerank_llm (the runtime's chat
-model, P(yes) per candidate, all candidates of a query sent at once); its record names the
-model, the runtime's backend and the device, and its latency includes the model's.
+setting whose best --llm-rerank-top hits (a record for each number given) are reranked by
+rag.rerank_llm (the runtime's chat model, P(yes) per candidate, all candidates of a query
+sent at once); its record names the model, the runtime's backend and the device, and its
+latency includes the model's.
 """
 from __future__ import annotations
 
@@ -176,7 +177,7 @@ def main() -> int:
     p.add_argument("--pdfs", type=Path, help="folder of the PDFs (package/name or name; default HOME/pdfs)")
     p.add_argument("--llm-rerank-url", help="also rerank the default's hits with this runtime's chat model")
     p.add_argument("--llm-rerank-model", help="the model name to ask for (default: the first it lists)")
-    p.add_argument("--llm-rerank-top", type=int, default=10, help="hits the llm reranker rescores")
+    p.add_argument("--llm-rerank-top", default="10", help="hits the llm reranker rescores (10,20: a record each)")
     args = p.parse_args()
 
     import torch
@@ -215,7 +216,7 @@ def main() -> int:
         runs = SETTINGS if name == extract.DEFAULT else SETTINGS[:1] + [DEFAULT_SETTING]
         runs = [DEFAULT_SETTING] if args.default_only else runs
         if args.llm_rerank_url and name == extract.DEFAULT:
-            runs = [*runs, llm_setting(args.llm_rerank_top)]
+            runs = [*runs, *(llm_setting(int(top)) for top in args.llm_rerank_top.split(","))]
         for label, mode, rerank, fusion, changes in runs:
             index.settings = replace(defaults, **changes)
             r = evaluate(index, questions, collection, mode, rerank, fusion)
