@@ -2,16 +2,15 @@
 reranker's requests to a runtime."""
 from __future__ import annotations
 
-import json
 import math
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
 
 from rag.errors import NotFoundError, UpstreamError
 from rag.rerank_llm import p_yes
+from tests.agents.fake_model import CARD, ScriptedModel
 
 
 @pytest.fixture
@@ -53,54 +52,30 @@ def test_p_yes_sums_the_yes_variants():
         p_yes({"choices": [{"message": {"content": "Yes"}, "logprobs": None}]})
 
 
-class _StubRuntime(BaseHTTPRequestHandler):
-    """An OpenAI-shaped chat model that answers only once `barrier.parties` requests are in
-    flight together (a batching runtime's view of one query's candidates), with P(yes) 0.8
-    for a document that says "relevant" and 0.1 otherwise."""
-    barrier: threading.Barrier
-    bodies: list
+class BatchingRuntime(ScriptedModel):
+    """A chat model that answers only once `parties` requests are in flight together (a
+    batching runtime's view of one query's candidates): P(yes) 0.8 for a document that says
+    "relevant", 0.1 otherwise. A request that waits alone in vain gets no answer."""
 
-    def log_message(self, *args):
-        pass
+    def __init__(self, parties: int):
+        super().__init__([])
+        self.barrier = threading.Barrier(parties, timeout=20)
 
-    def _send(self, status: int, body: dict):
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self):
-        self._send(200, {"object": "list", "data": [{"id": "stub-model", "object": "model"}]})
-
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.bodies.append(body)
-        try:
-            self.barrier.wait()
-        except threading.BrokenBarrierError:
-            return self._send(500, {"error": {"message": "the candidates did not arrive together"}})
+    def respond(self, body: dict) -> dict:
+        self.requests.append(body)
+        self.barrier.wait()
         relevant = "relevant" in body["messages"][-1]["content"].split("Document:", 1)[1]
         top = [("Yes", 0.6), (" yes", 0.2), ("No", 0.2)] if relevant else [("No", 0.9), ("Yes", 0.1)]
-        self._send(200, {**_reply(top), "model": body["model"]})
+        return {**_reply(top), "model": body["model"]}
 
 
 def test_llm_reranker_asks_for_every_candidate_at_once():
     from rag.rerank_llm import LlmReranker
     documents = [f"chunk {i}: " + ("relevant text" if i % 3 == 0 else "other text") for i in range(12)]
-    handler = type("Stub", (_StubRuntime,), {"barrier": threading.Barrier(len(documents), timeout=20),
-                                             "bodies": []})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        reranker = LlmReranker(f"http://127.0.0.1:{server.server_port}/", model=None)
-        got = reranker.score("which chunk is relevant?", documents)
-    finally:
-        server.shutdown()
-        server.server_close()
+    with BatchingRuntime(len(documents)) as runtime:
+        got = LlmReranker(runtime.url + "/", model=None).score("which chunk is relevant?", documents)
     assert got == pytest.approx([0.8 if i % 3 == 0 else 0.1 for i in range(12)])
-    assert len(handler.bodies) == len(documents)
-    for body in handler.bodies:
-        assert (body["model"], body["max_tokens"], body["temperature"], body["logprobs"]) == ("stub-model", 1, 0, True)
+    assert len(runtime.requests) == len(documents)
+    for body in runtime.requests:
+        assert (body["model"], body["max_tokens"], body["temperature"], body["logprobs"]) == (CARD["id"], 1, 0, True)
         assert body["messages"][-1]["content"].startswith("Query: which chunk is relevant?")
