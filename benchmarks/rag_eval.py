@@ -1,11 +1,13 @@
 """Retrieval quality over real PDFs, per extractor and per retrieval setting.
 
     nice -n 10 python benchmarks/rag_eval.py [benchmarks/data/rag_questions.json] \
-        [--extractors pdftotext,pypdf] [--subset-extractors pdfium,pdfminer --subset a.pdf,b.pdf]
+        [--extractors pdftotext,pypdf] [--subset-extractors pdfium,pdfminer --subset a.pdf,b.pdf] \
+        [--pdfs DIR] [--llm-rerank-url http://127.0.0.1:8011 --llm-rerank-top 10]
 
 The PDFs come from Debian documentation packages (the question file names package and
-member): read from their installed path when present, else fetched with `apt-get download`
-and unpacked with `dpkg -x` under the cache folder. Without apt (not Debian) the script
+member): read from their installed path when present, else from the cache folder (--pdfs,
+default HOME/pdfs: DIR/package/name or DIR/name), else fetched with `apt-get download` and
+unpacked with `dpkg -x` under the cache folder. Without apt (not Debian) the script
 says so and exits 2. Every extractor's text of every PDF, read by rag.pdf.read_pdf as ingest
 reads it (running heads dropped, outline headings attached), is measured (pages/s, glue rate:
 the share of letters in 20+-letter "words") and ingested into a collection of its own,
@@ -17,6 +19,12 @@ page is one of `pages`; a hard negative counts when one of its pages ranks above
 first right hit. Writes benchmarks/results/rag_eval.json: one record per (extractor,
 setting) with recall@1/3/5/10, MRR@10, search latency, and the same per PDF; the record
 of the default extractor and settings carries "default": true.
+
+With --llm-rerank-url, the default extractor's collection is also searched with the default
+setting whose best --llm-rerank-top hits (a record for each number given) are reranked by
+rag.rerank_llm (the runtime's chat model, P(yes) per candidate, all candidates of a query
+sent at once); its record names the model, the runtime's backend and the device, and its
+latency includes the model's.
 """
 from __future__ import annotations
 
@@ -51,12 +59,13 @@ KS = (1, 3, 5, 10)
 
 
 def fetch(doc: dict, cache: Path) -> Path:
-    """The PDF of one question-file document: installed, cached, or fetched from Debian."""
-    if Path(doc["path"]).is_file():
-        return Path(doc["path"])
-    out = cache / doc["debian_package"] / Path(doc["member"]).name.removesuffix(".gz")
-    if out.is_file():
-        return out
+    """The PDF of one question-file document: installed, cached (cache/package/name or
+    cache/name), or fetched from Debian into the cache."""
+    name = Path(doc["member"]).name.removesuffix(".gz")
+    out = cache / doc["debian_package"] / name
+    for found in (Path(doc["path"]), out, cache / name):
+        if found.is_file():
+            return found
     if not shutil.which("apt-get") or not shutil.which("dpkg"):
         sys.exit(f"{doc['path']} is missing and this is no Debian system: install the package "
                  f"{doc['debian_package']} or copy the file there")
@@ -134,6 +143,21 @@ SETTINGS = [   # (name, mode, rerank, fusion, SearchSettings changes)
 DEFAULT_SETTING = ("default: hybrid convex", "hybrid", None, "convex", {})
 
 
+def llm_setting(top: int) -> tuple:
+    return (f"default + llm rerank of the top {top}", "hybrid", "llm", "convex", {"rerank_top": top})
+
+
+def llm_runtime(index, url: str) -> dict:
+    """What served the llm reranker: the runtime's model card and the device it ran on."""
+    from benchmarks.agent_suite import device_name
+    reranker = index.rerankers.get("llm")
+    card = reranker.client.get(f"{reranker.base_url}/v1/models").json()["data"][0]
+    model = reranker.model or card["id"]
+    return {"url": url, "model": model, "backend": card.get("backend"), "revision": card.get("revision"),
+            "architecture": card.get("architecture"), "device": device_name(card.get("backend") or "cpu"),
+            "concurrent_requests": min(reranker.parallel, index.settings.rerank_top), "max_doc_chars": reranker.max_doc_chars}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("questions", type=Path, nargs="?", default=ROOT / "benchmarks" / "data" / "rag_questions.json")
@@ -150,14 +174,18 @@ def main() -> int:
                    help="search with the default setting alone (a latency rerun on a quieter machine)")
     p.add_argument("--chunk-tokens", type=int, default=128)
     p.add_argument("--chunk-overlap", type=int, default=32)
+    p.add_argument("--pdfs", type=Path, help="folder of the PDFs (package/name or name; default HOME/pdfs)")
+    p.add_argument("--llm-rerank-url", help="also rerank the default's hits with this runtime's chat model")
+    p.add_argument("--llm-rerank-model", help="the model name to ask for (default: the first it lists)")
+    p.add_argument("--llm-rerank-top", default="10", help="hits the llm reranker rescores (10,20: a record each)")
     args = p.parse_args()
 
     import torch
     torch.set_num_threads(args.threads)
     spec = json.loads(args.questions.read_text())
-    paths = [fetch(d, args.home / "pdfs") for d in spec["documents"]]
-    settings = WorkerSettings(home=args.home, runtime_url=None, chunk_tokens=args.chunk_tokens,
-                              chunk_overlap=args.chunk_overlap)
+    paths = [fetch(d, args.pdfs or args.home / "pdfs") for d in spec["documents"]]
+    settings = WorkerSettings(home=args.home, runtime_url=args.llm_rerank_url, runtime_model=args.llm_rerank_model,
+                              chunk_tokens=args.chunk_tokens, chunk_overlap=args.chunk_overlap)
     index = Services(settings).rag
     defaults = index.settings
     extractors, results = {}, []
@@ -187,6 +215,8 @@ def main() -> int:
                                 index_pages_per_s=round(sum(len(d.pages) for d in docs) / (time.perf_counter() - t0), 1))
         runs = SETTINGS if name == extract.DEFAULT else SETTINGS[:1] + [DEFAULT_SETTING]
         runs = [DEFAULT_SETTING] if args.default_only else runs
+        if args.llm_rerank_url and name == extract.DEFAULT:
+            runs = [*runs, *(llm_setting(int(top)) for top in args.llm_rerank_top.split(","))]
         for label, mode, rerank, fusion, changes in runs:
             index.settings = replace(defaults, **changes)
             r = evaluate(index, questions, collection, mode, rerank, fusion)
@@ -194,7 +224,8 @@ def main() -> int:
                           and index.settings == defaults)
             results.append({"extractor": name, "setting": label, "pdfs": sorted({q["source"] for q in questions}), "mode": mode, "rerank": rerank, "fusion": fusion,
                             **({"default": True} if is_default else {}), **asdict(index.settings), **r,
-                            "chunks": chunks})
+                            "chunks": chunks,
+                            **({"llm_rerank": llm_runtime(index, args.llm_rerank_url)} if rerank == "llm" else {})})
             print(f"{name:12s} {label:48s} " + " ".join(f"{k}={r[k]}" for k in ("recall@1", "recall@5", "mrr@10",
                   "search_ms_median")) + "  min R@5/MRR per pdf " +
                   f"{min(v['recall@5'] for v in r['per_pdf'].values())}/{min(v['mrr@10'] for v in r['per_pdf'].values())}",

@@ -3,8 +3,14 @@ document answers the query, and score it by P(yes) of the first answer token.
 
 One request per document, `max_tokens: 1, temperature: 0, logprobs: true,
 top_logprobs: k`; P(yes) = sum of exp(logprob) over the top-k alternatives of the first
-token whose text, stripped and lower-cased, is "yes" (0 when none is). Requests run in
-parallel so a batching server can take them together.
+token whose text, stripped and lower-cased, is "yes" (0 when none is).
+
+The runtime has no route that scores many prompts in one request (/v1/completions takes one
+prompt), so all the candidates of a query are sent at once, as concurrent requests (up to
+`parallel`, the runtime's default --max-num-seqs): its scheduler batches the waiting
+prompts into the same forward passes (prefill of up to 2,048 tokens a step), and a prompt
+that begins with the system prompt and the query shares those KV blocks through the prefix
+cache once one of them is computed.
 """
 from __future__ import annotations
 
@@ -37,7 +43,7 @@ class LlmReranker:
 
     def __init__(self, base_url: str, model: str | None, api_key: str | None = None,
                  top_logprobs: int = 10, max_doc_chars: int = 2000, timeout: float = 60.0,
-                 parallel: int = 8):
+                 parallel: int = 32):
         self.base_url, self.model = base_url.rstrip("/"), model
         self.top_logprobs, self.max_doc_chars, self.parallel = top_logprobs, max_doc_chars, parallel
         self.client = client(api_key=api_key, timeout=timeout)

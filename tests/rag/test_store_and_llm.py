@@ -1,13 +1,16 @@
-"""The chroma store's all-or-nothing add, and P(yes) read from OpenAI-shaped logprobs."""
+"""The chroma store's all-or-nothing add, P(yes) read from OpenAI-shaped logprobs, and the llm
+reranker's requests to a runtime."""
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 import pytest
 
 from rag.errors import NotFoundError, UpstreamError
 from rag.rerank_llm import p_yes
+from tests.agents.fake_model import CARD, ScriptedModel
 
 
 @pytest.fixture
@@ -47,3 +50,32 @@ def test_p_yes_sums_the_yes_variants():
     assert p_yes(_reply([("No", 0.99)])) == 0.0
     with pytest.raises(UpstreamError, match="logprobs"):
         p_yes({"choices": [{"message": {"content": "Yes"}, "logprobs": None}]})
+
+
+class BatchingRuntime(ScriptedModel):
+    """A chat model that answers only once `parties` requests are in flight together (a
+    batching runtime's view of one query's candidates): P(yes) 0.8 for a document that says
+    "relevant", 0.1 otherwise. A request that waits alone in vain gets no answer."""
+
+    def __init__(self, parties: int):
+        super().__init__([])
+        self.barrier = threading.Barrier(parties, timeout=20)
+
+    def respond(self, body: dict) -> dict:
+        self.requests.append(body)
+        self.barrier.wait()
+        relevant = "relevant" in body["messages"][-1]["content"].split("Document:", 1)[1]
+        top = [("Yes", 0.6), (" yes", 0.2), ("No", 0.2)] if relevant else [("No", 0.9), ("Yes", 0.1)]
+        return {**_reply(top), "model": body["model"]}
+
+
+def test_llm_reranker_asks_for_every_candidate_at_once():
+    from rag.rerank_llm import LlmReranker
+    documents = [f"chunk {i}: " + ("relevant text" if i % 3 == 0 else "other text") for i in range(12)]
+    with BatchingRuntime(len(documents)) as runtime:
+        got = LlmReranker(runtime.url + "/", model=None).score("which chunk is relevant?", documents)
+    assert got == pytest.approx([0.8 if i % 3 == 0 else 0.1 for i in range(12)])
+    assert len(runtime.requests) == len(documents)
+    for body in runtime.requests:
+        assert (body["model"], body["max_tokens"], body["temperature"], body["logprobs"]) == (CARD["id"], 1, 0, True)
+        assert body["messages"][-1]["content"].startswith("Query: which chunk is relevant?")
