@@ -39,7 +39,7 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, replace
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -158,6 +158,15 @@ def llm_runtime(index, url: str) -> dict:
             "concurrent_requests": min(reranker.parallel, index.settings.rerank_top), "max_doc_chars": reranker.max_doc_chars}
 
 
+def installed(package: str) -> str | None:
+    """The package's version, None where it is not installed (a GPU machine lacked pdfminer.six
+    and the run's records were lost at the last line)."""
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return None
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("questions", type=Path, nargs="?", default=ROOT / "benchmarks" / "data" / "rag_questions.json")
@@ -242,8 +251,8 @@ def main() -> int:
                     "load_average_1_5_15": [round(x, 2) for x in load],
                     "caveat": "CPU shared with other jobs while measuring (see load average): latencies and "
                               "pages/s are upper bounds of what an idle machine gives; recall and MRR do not depend on it"},
-        "versions": {m: version(m) for m in ("chromadb", "bm25s", "pypdf", "pypdfium2", "pdfminer.six",
-                                             "sentence-transformers", "torch")},
+        "versions": {m: installed(m) for m in ("chromadb", "bm25s", "pypdf", "pypdfium2", "pdfminer.six",
+                                               "sentence-transformers", "torch")},
         "pdftotext": subprocess.run(["pdftotext", "-v"], capture_output=True, text=True).stderr.splitlines()[0]
         if extract.pdftotext_path() else None,
         "git_commit": head_commit(short=False), "date": time.strftime("%Y-%m-%d"),
