@@ -91,9 +91,20 @@ class Builder(SqlTurns, StoreTurns, ReportedTurns):
         """A record opened by a verb that sets one of its values ("Log a new fault: SF-112, the
         left monitor hums"): the value is stored though the user never says it."""
         field, _, verbs = self.d.opens
-        said = plain_say(self.rng, [f for f in self.d.fields if f.name != field])
+        rng, rest = self.rng, [f for f in self.d.fields if f.name != field]
+        said_in = set(re.findall(r"{(\w+)}", self.d.says))
+        told = [f for f in rest if f.name not in said_in]
+        texts = [f for f in told if f.kind == "text"]
+        moved = rng.choice(texts) if texts and rng.random() < 0.35 else None   # "...; make it urgent"
+        if self.d.says and rng.random() < 0.6:          # as someone's report: "Amina in flat 4 says the tap drips"
+            said = self.d.says + "".join(f", {f.words} {{{f.name}}}" for f in told if f is not moved)
+        else:
+            said = plain_say(rng, [f for f in rest if f is not moved])
         said = said.format(**{k: fmt(v) for k, v in record.items()})
-        return f"{self.rng.choice(verbs)}: {said}."
+        if moved:
+            instruction = rng.choice(W.SET_FIELD).format(field=moved.words, value=fmt(record[moved.name]))
+            said += ". " + instruction[0].upper() + instruction[1:]
+        return f"{rng.choice(verbs)}: {said}."
 
     def numeric(self) -> list:
         return [f for f in self.d.fields[1:] if f.kind in ("int", "real")]

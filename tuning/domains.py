@@ -86,6 +86,7 @@ class Domain:
     prefs: tuple = ()               # things a user prefers, to remember
     topic: str = ""                 # the field whose values background text is about (default: the key)
     opens: tuple = ()               # (field, value, verbs): a request whose verb sets that value ("Log a fault: ...")
+    says: str = ""                  # a record as someone's report ("{tenant} says {problem}"), where it reads so
 
     @property
     def key(self) -> Field:
@@ -111,7 +112,8 @@ def _domain(raw: dict) -> Domain:
     opens = raw.get("opens")
     opens = (opens["field"], opens["value"], tuple(opens["verbs"])) if opens else ()
     return Domain(raw["name"], raw["things"], tuple(raw["dbs"]), tuple(raw["tables"]), fields, raw["say"],
-                  raw["measure"], backgrounds, tuple(raw.get("prefs", ())), raw.get("topic", ""), opens)
+                  raw["measure"], backgrounds, tuple(raw.get("prefs", ())), raw.get("topic", ""), opens,
+                  raw.get("says", ""))
 
 
 DOMAINS: tuple[Domain, ...] = tuple(_domain(d) for path in sorted(DOMAINS_DIR.glob("*.yaml"))

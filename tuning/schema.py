@@ -32,8 +32,11 @@ def variant(rng: random.Random, d: Domain) -> Domain:
         for old, new in renamed.items():
             say = say.replace("{%s}" % old, "{%s}" % new)
     opens = (renamed[d.opens[0]], *d.opens[1:]) if d.opens and d.opens[0] in renamed else ()
+    says = d.says if all(n in renamed for n in re.findall(r"{(\w+)}", d.says)) else ""
+    for old, new in renamed.items():
+        says = says.replace("{%s}" % old, "{%s}" % new)
     return dataclasses.replace(d, fields=tuple(fields), say=say, measure=renamed[d.measure],
-                               topic=renamed.get(d.topic, "") if d.topic else "", opens=opens)
+                               topic=renamed.get(d.topic, "") if d.topic else "", opens=opens, says=says)
 
 
 def _subset(rng: random.Random, d: Domain) -> list[Field]:

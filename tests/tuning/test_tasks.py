@@ -413,9 +413,9 @@ def test_a_constraint_on_one_item_of_a_list_rules_out_exactly_the_records_whose_
 def test_a_record_opened_by_a_verb_stores_the_value_the_verb_implies():
     # "Log a new fault: SF-112, the left monitor hums" is stored with status "reported"
     from tuning.blocks import Builder
-    seen = 0
-    for i in range(300):
-        b = Builder(random.Random(i), BY_NAME[("studio-faults", "pothole-reports", "3d-prints")[i % 3]])
+    seen = says = 0
+    for i in range(400):
+        b = Builder(random.Random(i), BY_NAME[("studio-faults", "pothole-reports", "3d-prints", "tenant-requests")[i % 4]])
         turn = b.keep(2)
         field, value, verbs = b.d.opens or (None, None, ())
         verb = next((v for v in verbs if turn.user.startswith(v + ":")), None)
@@ -428,7 +428,8 @@ def test_a_record_opened_by_a_verb_stores_the_value_the_verb_implies():
         assert all(fmt(v) in told for k, v in rows[0].items() if k != field), turn.user
         inserts = [a["sql"] for s in turn.steps for n, a in s.calls if "INSERT" in a.get("sql", "")]
         assert inserts and all(f"'{value}'" in sql for sql in inserts), inserts
-    assert seen >= 20
+        says += " says " in told          # told as someone's report ("Amina in flat 4 says the tap drips")
+    assert seen >= 20 and says >= 3, (seen, says)
 
 
 def test_filing_uses_a_source_the_user_names_and_searches_afterwards_when_asked(plans):
