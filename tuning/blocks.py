@@ -94,7 +94,7 @@ class Builder(SqlTurns, StoreTurns, ReportedTurns):
         rng, rest = self.rng, [f for f in self.d.fields if f.name != field]
         said_in = set(re.findall(r"{(\w+)}", self.d.says))
         told = [f for f in rest if f.name not in said_in]
-        texts = [f for f in told if f.kind == "text"]
+        texts = [f for f in told if f.kind == "text" and f is not self.d.key]
         moved = rng.choice(texts) if texts and rng.random() < 0.35 else None   # "...; make it urgent"
         if self.d.says and rng.random() < 0.6:          # as someone's report: "Amina in flat 4 says the tap drips"
             said = self.d.says + "".join(f", {f.words} {{{f.name}}}" for f in told if f is not moved)
