@@ -123,9 +123,14 @@ class SqlTurns:
         """An aggregate over the stored rows (one of `ops`), answered with the value the query
         returned; the figure is left for a keep_figure to store."""
         t, rng, key = self.table, self.rng, self.d.key.name
-        m = self.d.field(self.d.measure)
-        values = [r[m.name] for r in t.rows]
         op = rng.choice(list(ops))
+        m = self.d.field(self.d.measure)
+        if op in ("latest", "earliest"):      # the record that comes last or first by a date
+            dates = [f for f in self.d.fields[1:] if f.kind == "date"]
+            if not dates:
+                return None
+            m = rng.choice(dates)
+        values = [r[m.name] for r in t.rows]
         threshold, entry = None, None
         if op == "sum":
             figure = round(sum(values), 2) if m.kind == "real" else sum(values)
@@ -138,13 +143,13 @@ class SqlTurns:
             mean = (Decimal(str(sum(values))) / len(values)).quantize(Decimal("0.01"), ROUND_HALF_UP)  # as SQLite rounds
             figure = float(mean)
             sql, want = f"SELECT ROUND(AVG({m.name}), 2) AS average FROM {t.name}", [fmt(figure)]
-        elif op in ("max", "min"):
-            figure = (max if op == "max" else min)(values)
+        elif op in ("max", "min", "latest", "earliest"):
+            figure = (max if op in ("max", "latest") else min)(values)
             if values.count(figure) > 1:
                 return None
             row = next(r for r in t.rows if r[m.name] == figure)
             entry = row[key]
-            sql = f"SELECT {key}, {m.name} FROM {t.name} ORDER BY {m.name} {'DESC' if op == 'max' else 'ASC'} LIMIT 1"
+            sql = f"SELECT {key}, {m.name} FROM {t.name} ORDER BY {m.name} {'DESC' if op in ('max', 'latest') else 'ASC'} LIMIT 1"
             want = [row[key], fmt(figure)]
         else:
             ordered = sorted(set(values))
@@ -162,14 +167,15 @@ class SqlTurns:
 
         label = {"sum": f"The total {m.words} is", "count": f"The number of {self.d.things} stored is",
                  "avg": f"The average {m.words} is", "max": f"The highest {m.words} is",
-                 "min": f"The lowest {m.words} is", "above": f"Above {threshold}:"}[op]
+                 "min": f"The lowest {m.words} is", "above": f"Above {threshold}:",
+                 "latest": f"Last by {m.words}:", "earliest": f"First by {m.words}:"}[op]
 
         def answer(results):
             return f"{label} {A.rows_phrase(A.last_rows(results))} (from {where})."
         expect = Expect(called=["sql_query"], not_called=[] if any(s.fails for s in steps) else ["sql_exec"],
                         answer_contains=want)
         plan = self.turn(user, steps + [Step(answer=answer)], "query", expect, want)
-        if op != "above":
+        if op not in ("above", "latest", "earliest"):
             noun = m.name.replace("_", " ") if m.words.startswith("how") else m.words   # not "total how many"
             stat = {"sum": f"total {noun}", "count": f"number of {self.d.things}", "avg": f"average {noun}",
                     "max": f"highest {noun}", "min": f"lowest {noun}"}[op]

@@ -509,3 +509,27 @@ def test_two_values_of_one_record_are_asked_at_once_by_its_key_or_a_value_only_i
         assert len(rows) == 1 and [fmt(v) for v in rows[0]] == turn.expect.answer_contains, (sql, turn.user)
         by_value += "the one with" in turn.user
     assert by_value >= 10
+
+
+def test_the_record_that_comes_last_or_first_by_a_date_is_found_by_ordering_the_dates():
+    # "which flight takes me home": the later of two records, read off the dates, not guessed
+    import sqlite3
+    from tuning.blocks import Builder
+    seen = set()
+    for i in range(200):
+        b = Builder(random.Random(i), BY_NAME["sales-deals"])
+        keep = b.keep(3)
+        op = ("latest", "earliest")[i % 2]
+        turn = b.query(ops=(op,))
+        if turn is None:
+            continue
+        db = sqlite3.connect(":memory:")
+        for s in keep.steps:
+            for _, args in s.calls:
+                db.execute(args["sql"])
+        sql = [a["sql"] for s in turn.steps for n, a in s.calls if n == "sql_query"][-1]
+        date = next(f for f in b.d.fields if f.kind == "date")
+        pick = (max if op == "latest" else min)(b.table.rows, key=lambda r: r[date.name])
+        assert db.execute(sql).fetchall()[0][0] == pick[b.d.key.name] == turn.expect.answer_contains[0], sql
+        seen.add(op)
+    assert seen == {"latest", "earliest"}
