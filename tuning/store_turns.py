@@ -138,10 +138,9 @@ class StoreTurns:
                 want = [self.table.db, "knowledge base"]
                 if rng.random() < 0.25:      # the user dictates the note: it says what they said
                     texts = f"the {self.texts}" if self.texts else rng.choice(["the background", "the reference text"])
-                    fact = f"the {self.d.things} are in {self.where()}, and {texts} {'are' if self.texts else 'is'} " \
-                           "filed in the knowledge base"
-                    user = self.pick(W.NOTE_DICTATED, fact=fact.replace(f"the {self.d.things}", f"my {self.d.things}", 1))
-                    text = f"The user's {fact[4:]}."
+                    place = f"are in {self.where()}, and {texts} {'are' if self.texts else 'is'} filed in the knowledge base"
+                    user = self.pick(W.NOTE_DICTATED, fact=f"my {self.d.things} {place}")
+                    text = f"The user's {self.d.things} {place}."
             elif rng.random() < 0.3:
                 pref, stmt, clause = self.statement()
                 text = f"{clause}. Their {self.d.things} are kept in {self.where()}."

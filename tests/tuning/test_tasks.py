@@ -380,7 +380,6 @@ def test_a_note_of_where_things_are_calls_the_filed_texts_what_the_user_called_t
 def test_a_constraint_on_one_item_of_a_list_rules_out_exactly_the_records_whose_list_holds_it():
     # "my partner can't have peanuts" against recipes listing their ingredients: the pick must
     # leave out each record that lists the item, and only those
-    import sqlite3
     from tuning.blocks import Builder
     checked = filtered = 0
     for i in range(400):
@@ -397,10 +396,7 @@ def test_a_constraint_on_one_item_of_a_list_rules_out_exactly_the_records_whose_
         key = b.d.key.name
         allowed = sorted(r[key] for r in b.table.rows if not re.search(rf"(^|, ){re.escape(item)}(,|$)", r[f.name]))
         assert sorted(choose.expect.answer_contains) == sorted(map(str, allowed)), (item, b.table.rows)
-        db = sqlite3.connect(":memory:")
-        for s in keep.steps:
-            for _, args in s.calls:
-                db.execute(args["sql"])
+        db = replayed(keep)
         sql = [a["sql"] for s in choose.steps for n, a in s.calls if n == "sql_query" and "sqlite_master" not in a["sql"]][-1]
         rows = db.execute(sql).fetchall()
         if "WHERE" in sql:
@@ -493,17 +489,13 @@ def test_two_records_told_as_one_story_are_two_rows():
 
 
 def test_two_values_of_one_record_are_asked_at_once_by_its_key_or_a_value_only_it_has():
-    import sqlite3
     from tuning.blocks import Builder
     by_value = 0
     for i in range(200):
         b = Builder(random.Random(i), BY_NAME[("tenant-requests", "hiring-candidates")[i % 2]])
         keep = b.keep(4)
         turn = b.lookup_two()
-        db = sqlite3.connect(":memory:")
-        for s in keep.steps:
-            for _, args in s.calls:
-                db.execute(args["sql"])
+        db = replayed(keep)
         sql = turn.steps[-2].calls[0][1]["sql"]
         rows = db.execute(sql).fetchall()
         assert len(rows) == 1 and [fmt(v) for v in rows[0]] == turn.expect.answer_contains, (sql, turn.user)
@@ -513,7 +505,6 @@ def test_two_values_of_one_record_are_asked_at_once_by_its_key_or_a_value_only_i
 
 def test_the_record_that_comes_last_or_first_by_a_date_is_found_by_ordering_the_dates():
     # "which flight takes me home": the later of two records, read off the dates, not guessed
-    import sqlite3
     from tuning.blocks import Builder
     seen = set()
     for i in range(200):
@@ -523,13 +514,20 @@ def test_the_record_that_comes_last_or_first_by_a_date_is_found_by_ordering_the_
         turn = b.query(ops=(op,))
         if turn is None:
             continue
-        db = sqlite3.connect(":memory:")
-        for s in keep.steps:
-            for _, args in s.calls:
-                db.execute(args["sql"])
+        db = replayed(keep)
         sql = [a["sql"] for s in turn.steps for n, a in s.calls if n == "sql_query"][-1]
         date = next(f for f in b.d.fields if f.kind == "date")
         pick = (max if op == "latest" else min)(b.table.rows, key=lambda r: r[date.name])
         assert db.execute(sql).fetchall()[0][0] == pick[b.d.key.name] == turn.expect.answer_contains[0], sql
         seen.add(op)
     assert seen == {"latest", "earliest"}
+
+
+def replayed(keep):
+    """An in-memory SQLite database after a keep turn's gold statements."""
+    import sqlite3
+    db = sqlite3.connect(":memory:")
+    for s in keep.steps:
+        for _, args in s.calls:
+            db.execute(args["sql"])
+    return db
