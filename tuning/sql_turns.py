@@ -217,7 +217,7 @@ class SqlTurns:
                 return turn
         elif draw < 0.3:
             return self.lookup_missing()
-        elif draw < 0.42 and len(self.d.fields) > 2:
+        elif draw < 0.55 and len(self.d.fields) > 2:     # v11 answered one of two selected values
             return self.lookup_two()
         row = rng.choice(t.rows)
         f = rng.choice(self.d.fields[1:])
