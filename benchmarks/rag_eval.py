@@ -139,6 +139,8 @@ SETTINGS = [   # (name, mode, rerank, fusion, SearchSettings changes)
      {"section_keywords": False, "contents_penalty": 0.0}),
     ("hybrid convex, BM25 k1=1.5 b=0.75 (bm25s' defaults, the previous default)", "hybrid", None, "convex",
      {"bm25_k1": 1.5, "bm25_b": 0.75}),
+    ("hybrid convex without the query-phrase bonus (the previous default)", "hybrid", None, "convex",
+     {"phrase_weight": 0.0}),
 ]
 DEFAULT_SETTING = ("default: hybrid convex", "hybrid", None, "convex", {})
 

@@ -5,7 +5,9 @@
 
 Reads the default extractor's eval collection (benchmarks/rag_eval.py builds it in the same
 --home; here the same documents are ingested again, a no-op when unchanged), checks that its
-own ranking reproduces RagIndex.search's default for every question, then reranks the best
+own ranking reproduces RagIndex.search with the default settings less the phrase bonus
+(convex fusion alone: the baseline here) and, with it, the default search, for every
+question, then reranks the best
 --top fused candidates with `fused + weight * signal` for each signal of
 benchmarks/rerank_signals.py at each weight of WEIGHTS. The questions are split per PDF
 into a tuning half (1st, 3rd, ... question of each PDF) and a held-out half: each
@@ -14,9 +16,10 @@ that lower no PDF's R@1, R@5 or MRR@10 there, else the best tuning MRR@10, marke
 scored on the held-out half and on all questions, per PDF, against the default. Also: a
 linear mix of every signal fitted pairwise (RankNet-style logistic loss on right-minus-wrong
 candidate pairs) on one half and scored on the other, both ways; search's own "prf" and
-the "embedding" reranker through RagIndex.search. Each record says the extra milliseconds
-a query (median) its signal costs over the default search. Writes
-benchmarks/results/rag_rerank_study.json.
+the "embedding" reranker through RagIndex.search. Signals in CONTROLS read where a chunk
+sits on its page: they measure how the questions were written (`position_bias`: how often
+the right page's best chunk is its first, against wrong pages and all chunks) and are
+never candidates for search. Writes benchmarks/results/rag_rerank_study.json.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ import os
 import sys
 import time
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +47,7 @@ from worker.settings import WorkerSettings  # noqa: E402
 
 WEIGHTS = (0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.5)
 METRICS = ("recall@1", "recall@5", "mrr@10")
+CONTROLS = ("page_start", "previous_page_end")
 
 
 def rank(order: list[int], metas: list[dict], q: dict) -> int | None:
@@ -97,7 +102,9 @@ def main() -> int:
     collection = f"eval-{extract.DEFAULT}"
     index.ingest_many([read(fetch(d, args.pdfs or args.home / "pdfs"), extract.DEFAULT)[0] for d in spec["documents"]],
                       collection)
-    corpus, s = index.corpus(collection), index.settings
+    defaults = index.settings
+    index.settings = s = replace(defaults, phrase_weight=0.0)
+    corpus = index.corpus(collection)
     layout = Layout.build(corpus)
     k = max(KS)
 
@@ -124,6 +131,12 @@ def main() -> int:
         signal_ms["all signals"].append(1000 * (time.perf_counter() - t0))
         per_query.append((fused, candidates, sig))
         base_ranks.append(rank(order, corpus.metas, q))
+        index.settings = defaults
+        with_phrase = [h.chunk_id for h in index.search(q["question"], collection, k=k)]
+        index.settings = s
+        bonus = fused.copy()
+        bonus[candidates] += defaults.phrase_weight * sig["query_run"][candidates]
+        assert with_phrase == [corpus.ids[i] for i in order_of(bonus)], q["question"]   # and the default's bonus
 
     def reranked(score_of) -> list:
         out = []
@@ -135,7 +148,7 @@ def main() -> int:
 
     base = {name: table(base_ranks, questions, picked) for name, picked in
             (("tune", tune), ("held_out", held), ("all", everyone))}
-    records = [{"setting": "default: hybrid convex, no rerank", "weight": None, **base}]
+    records = [{"setting": "baseline: hybrid convex without the phrase bonus (the previous default)", "weight": None, **base}]
 
     def record(name: str, ranks: list, **extra) -> dict:
         got = {part: table(ranks, questions, picked) for part, picked in
@@ -152,14 +165,27 @@ def main() -> int:
               file=sys.stderr)
         return rec
 
-    names = list(per_query[0][2])
-    for name in names:
+    starts = per_query[0][2]["page_start"] > 0
+    right, wrong = [], []
+    for q, (fused, _, _) in zip(questions, per_query):
+        for i in order_of(fused):
+            (right if rank([i], corpus.metas, q) == 1 else wrong).append(bool(starts[i]))
+    position_bias = {"right_pages_best_chunk_is_first": round(float(np.mean(right)), 3), "right_pages": len(right),
+                     "wrong_pages_in_top_10_best_chunk_is_first": round(float(np.mean(wrong)), 3),
+                     "wrong_pages": len(wrong), "chunks_that_are_first_on_their_page": round(float(starts.mean()), 3)}
+    print("position bias", position_bias, file=sys.stderr)
+
+    names = [n for n in per_query[0][2] if n not in CONTROLS]
+    for name in [*names, *CONTROLS]:
         tried = {w: reranked(lambda f, c, sig, w=w, name=name: f[c] + w * sig[name][c]) for w in WEIGHTS}
         tuned = {w: delta(table(r, questions, tune), base["tune"]) for w, r in tried.items()}
         safe = [w for w in WEIGHTS if harmless(tuned[w])]
         pick = max(safe or WEIGHTS, key=lambda w: (tuned[w]["all"]["mrr@10"], -w))
         records.append(record(f"fused + w * {name}", tried[pick], weight=pick, weight_harmless_on_tune=bool(safe),
-                              tune_mrr_delta_by_weight={str(w): tuned[w]["all"]["mrr@10"] for w in WEIGHTS}))
+                              tune_mrr_delta_by_weight={str(w): tuned[w]["all"]["mrr@10"] for w in WEIGHTS},
+                              **({"control": "reads the chunk's place on its page: how the questions were "
+                                             "written, not evidence for search"} if name in CONTROLS else {}),
+                              **({"default_weight": defaults.phrase_weight} if name == "query_run" else {})))
 
     def features(i: int) -> tuple[np.ndarray, np.ndarray]:
         fused, candidates, sig = per_query[i]
@@ -194,6 +220,7 @@ def main() -> int:
               "collection": collection, "chunks": corpus.count, "top": args.top, "weights": WEIGHTS,
               "split": "per PDF: questions 1, 3, 5, ... tune the weight; 2, 4, 6, ... are held out",
               "signals_ms_median_per_query": round(float(np.median(signal_ms["all signals"])), 1),
+              "position_bias": position_bias,
               "records": records, "git_commit": head_commit(short=False), "date": time.strftime("%Y-%m-%d"),
               "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()]}
     args.out.parent.mkdir(parents=True, exist_ok=True)

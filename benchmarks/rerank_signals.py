@@ -10,8 +10,13 @@ They come from three places:
 - keyword statistics: idf-weighted share of the query's terms in the chunk (`coverage`)
   and anywhere on its page (`page_coverage`);
 - where the terms sit in the text: pairs of different query terms at most 4 terms apart
-  (`proximity`), and the query's own adjacent term pairs found in the same order with
-  at most `gap` - 1 terms between (`phrase`, `phrase2`), both idf-weighted shares.
+  (`proximity`), the query's own adjacent term pairs found in the same order with
+  at most `gap` - 1 terms between (`pairs`, `pairs_gap2`), both idf-weighted shares, and
+  runs of three or more query terms in order (`query_run`: rag.phrase, what search uses);
+- where the chunk sits on its page, as controls for how the questions were written, never
+  for search (a page break is no evidence of relevance): 1 for a page's first chunk
+  (`page_start`), and the fused score of the previous page's last chunk given to the
+  next page's first (`previous_page_end`).
 """
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rag.corpus import Corpus
+from rag.phrase import candidate_phrases
 
 PROXIMITY_WINDOW = 4
 
@@ -109,6 +115,7 @@ def signals(corpus: Corpus, layout: Layout, query: str, query_vector: np.ndarray
     every_pair = list({(a, b) for i, a in enumerate(terms) for b in terms[i + 1:] if a != b})
     neighbour = np.maximum(np.where(layout.prev >= 0, fused[layout.prev], 0.0),
                            np.where(layout.next >= 0, fused[layout.next], 0.0))
+    page_start = (layout.prev < 0) | (layout.page_of[np.maximum(layout.prev, 0)] != layout.page_of)
     docs = np.array([np.sort(fused[layout.doc_of == d])[-5:].mean() for d in range(layout.doc_of.max() + 1)])
     return {
         "page_other": _page_other(layout, fused),
@@ -118,6 +125,9 @@ def signals(corpus: Corpus, layout: Layout, query: str, query_vector: np.ndarray
         "coverage": share(found),
         "page_coverage": share(page_found)[layout.page_of],
         "proximity": _pairs(layout, candidates, weight, every_pair, None),
-        "phrase": _pairs(layout, candidates, weight, adjacent, 1),
-        "phrase2": _pairs(layout, candidates, weight, adjacent, 2),
+        "pairs": _pairs(layout, candidates, weight, adjacent, 1),
+        "pairs_gap2": _pairs(layout, candidates, weight, adjacent, 2),
+        "query_run": candidate_phrases(corpus, query, candidates),
+        "page_start": page_start.astype(np.float32),
+        "previous_page_end": np.where(page_start & (layout.prev >= 0), fused[layout.prev], 0.0),
     }

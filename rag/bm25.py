@@ -57,6 +57,11 @@ class Bm25Index:
         """BM25 of one term id against every indexed text: its share of `scores`."""
         return self._bm25.get_scores([term]).astype(np.float32)
 
+    def idf(self, term: int) -> float:
+        """Lucene's idf of one term id: log(1 + (N - df + 0.5) / (df + 0.5))."""
+        df = int((self.term_scores(term) > 0).sum())
+        return float(np.log(1 + (len(self.ids) - df + 0.5) / (df + 0.5)))
+
     def search(self, query: str, k: int) -> list[tuple[str, float]]:
         """[(id, score)] of the k best texts with a score above zero."""
         s = self.scores(query)
