@@ -45,7 +45,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from benchmarks.provenance import commit as head_commit  # noqa: E402
+from benchmarks.provenance import save  # noqa: E402
 
 from rag import extract  # noqa: E402
 from rag.budget import Budget  # noqa: E402
@@ -257,11 +257,8 @@ def main() -> int:
                                                "sentence-transformers", "torch")},
         "pdftotext": subprocess.run(["pdftotext", "-v"], capture_output=True, text=True).stderr.splitlines()[0]
         if extract.pdftotext_path() else None,
-        "git_commit": head_commit(short=False), "date": time.strftime("%Y-%m-%d"),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1) + "\n")
-    print(f"wrote {args.out}", file=sys.stderr)
+    save(report, args.out)
     return 0
 
 

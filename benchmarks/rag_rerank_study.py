@@ -37,7 +37,7 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from benchmarks.provenance import commit as head_commit  # noqa: E402
+from benchmarks.provenance import save  # noqa: E402
 from benchmarks.rag_eval import KS, fetch, read, scores  # noqa: E402
 from benchmarks.rerank_signals import Layout, signals  # noqa: E402
 from rag import extract  # noqa: E402
@@ -221,11 +221,8 @@ def main() -> int:
               "split": "per PDF: questions 1, 3, 5, ... tune the weight; 2, 4, 6, ... are held out",
               "signals_ms_median_per_query": round(float(np.median(signal_ms["all signals"])), 1),
               "position_bias": position_bias,
-              "records": records, "git_commit": head_commit(short=False), "date": time.strftime("%Y-%m-%d"),
-              "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()]}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1) + "\n")
-    print(f"wrote {args.out}", file=sys.stderr)
+              "records": records, "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()]}
+    save(report, args.out)
     return 0
 
 
