@@ -50,20 +50,25 @@ def best_run(query: list[int], weight: dict[int, float], chunk: list[int],
     return best
 
 
-def phrase_scores(bm25: Bm25Index, query: str, texts: list[str]) -> np.ndarray:
-    """[len(texts)] each text's best query run as a share of the query's idf, in [0, 1]."""
+def phrase_scores(bm25: Bm25Index, query: str, chunks: list[list[int]]) -> np.ndarray:
+    """[len(chunks)] each chunk's (its BM25 term ids, `bm25.terms`) best query run as a share
+    of the query's idf, in [0, 1]."""
     terms = bm25.terms([query])[0]
     if len(terms) < MIN_RUN:
-        return np.zeros(len(texts), np.float32)
+        return np.zeros(len(chunks), np.float32)
     weight = {t: bm25.idf(t) for t in set(terms)}
     total = sum(weight[t] for t in terms)
     if total <= 0:
-        return np.zeros(len(texts), np.float32)
-    return np.array([best_run(terms, weight, chunk) / total for chunk in bm25.terms(texts)], np.float32)
+        return np.zeros(len(chunks), np.float32)
+    return np.array([best_run(terms, weight, chunk) / total for chunk in chunks], np.float32)
 
 
 def candidate_phrases(corpus: Corpus, query: str, candidates: np.ndarray) -> np.ndarray:
-    """[n] the phrase score of each candidate chunk; 0 for the others and for contents pages."""
+    """[n] the phrase score of each candidate chunk; 0 for the others and for contents pages.
+    A chunk's terms are read once and kept with the corpus: reading 20 chunks' terms took
+    4 of the stage's 5 ms a query."""
+    missing = [int(i) for i in candidates if i not in corpus.chunk_terms]
+    corpus.chunk_terms.update(zip(missing, corpus.bm25.terms([corpus.texts[i] for i in missing])))
     out = np.zeros(corpus.count, np.float32)
-    out[candidates] = phrase_scores(corpus.bm25, query, [corpus.texts[i] for i in candidates])
+    out[candidates] = phrase_scores(corpus.bm25, query, [corpus.chunk_terms[int(i)] for i in candidates])
     return out * (1 - corpus.contents)

@@ -22,10 +22,10 @@ def test_a_run_keeps_the_query_order_and_allows_one_term_between():
 def test_phrase_scores_are_the_best_runs_share_of_the_query_idf():
     texts = ["translate scale rotate the canvas", "rotate scale translate the canvas", "an unrelated line"]
     bm25 = Bm25Index(["a", "b", "c"], texts)
-    got = phrase_scores(bm25, "translate, scale and rotate the canvas", texts)
+    got = phrase_scores(bm25, "translate, scale and rotate the canvas", bm25.terms(texts))
     assert got[0] == pytest.approx(1.0) and got[1] == 0.0 and got[2] == 0.0
     terms = bm25.terms(["translate scale rotate"])[0]
     idf = [bm25.idf(t) for t in terms]
-    part = phrase_scores(bm25, "translate scale rotate the canvas", ["translate scale rotate, then the page"])
+    part = phrase_scores(bm25, "translate scale rotate the canvas", bm25.terms(["translate scale rotate, then the page"]))
     assert part[0] == pytest.approx(sum(idf) / (sum(idf) + bm25.idf(bm25.terms(["canvas"])[0][0])))
-    assert phrase_scores(bm25, "the canvas", texts).tolist() == [0.0, 0.0, 0.0]   # fewer than three terms
+    assert phrase_scores(bm25, "the canvas", bm25.terms(texts)).tolist() == [0.0, 0.0, 0.0]   # fewer than three terms
