@@ -1,8 +1,11 @@
 """Which commit a benchmark ran at, for its JSON."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -15,6 +18,14 @@ def commit(short: bool = True) -> str:
         return os.environ["SAMEVM_COMMIT"]
     return subprocess.run(["git", "rev-parse", *(["--short"] if short else []), "HEAD"], cwd=ROOT,
                           capture_output=True, text=True).stdout.strip()
+
+
+def save(report: dict, out: Path) -> None:
+    """Write a benchmark's JSON report, with the commit and the date it ran at last."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({**report, "git_commit": commit(short=False), "date": time.strftime("%Y-%m-%d")},
+                              indent=1) + "\n")
+    print(f"wrote {out}", file=sys.stderr)
 
 
 def unpack(rev: str, dest: Path) -> str:

@@ -45,7 +45,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from benchmarks.provenance import commit as head_commit  # noqa: E402
+from benchmarks.provenance import save  # noqa: E402
 
 from rag import extract  # noqa: E402
 from rag.budget import Budget  # noqa: E402
@@ -139,6 +139,8 @@ SETTINGS = [   # (name, mode, rerank, fusion, SearchSettings changes)
      {"section_keywords": False, "contents_penalty": 0.0}),
     ("hybrid convex, BM25 k1=1.5 b=0.75 (bm25s' defaults, the previous default)", "hybrid", None, "convex",
      {"bm25_k1": 1.5, "bm25_b": 0.75}),
+    ("hybrid convex without the query-phrase bonus (the previous default)", "hybrid", None, "convex",
+     {"phrase_weight": 0.0}),
 ]
 DEFAULT_SETTING = ("default: hybrid convex", "hybrid", None, "convex", {})
 
@@ -255,11 +257,8 @@ def main() -> int:
                                                "sentence-transformers", "torch")},
         "pdftotext": subprocess.run(["pdftotext", "-v"], capture_output=True, text=True).stderr.splitlines()[0]
         if extract.pdftotext_path() else None,
-        "git_commit": head_commit(short=False), "date": time.strftime("%Y-%m-%d"),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1) + "\n")
-    print(f"wrote {args.out}", file=sys.stderr)
+    save(report, args.out)
     return 0
 
 

@@ -48,6 +48,20 @@ class Bm25Index:
             return np.zeros(len(self.ids), np.float32)
         return self._bm25.get_scores(terms).astype(np.float32)
 
+    def terms(self, texts: list[str]) -> list[list[int]]:
+        """Each text's known term ids in reading order (stop words dropped, stemmed): what the
+        index matches a query with, for signals that look at where terms sit."""
+        return [list(t) for t in self._tok.tokenize(texts, update_vocab=False, show_progress=False, return_as="ids")]
+
+    def term_scores(self, term: int) -> np.ndarray:
+        """BM25 of one term id against every indexed text: its share of `scores`."""
+        return self._bm25.get_scores([term]).astype(np.float32)
+
+    def idf(self, term: int) -> float:
+        """Lucene's idf of one term id: log(1 + (N - df + 0.5) / (df + 0.5))."""
+        df = int((self.term_scores(term) > 0).sum())
+        return float(np.log(1 + (len(self.ids) - df + 0.5) / (df + 0.5)))
+
     def search(self, query: str, k: int) -> list[tuple[str, float]]:
         """[(id, score)] of the k best texts with a score above zero."""
         s = self.scores(query)

@@ -8,7 +8,7 @@ prf rerank reads the best chunks' vectors without embedding anything again.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -26,6 +26,7 @@ class Corpus:
     contents: np.ndarray         # [n] 1.0 where the chunk comes from a contents or index page, else 0.0
     sections: bool               # BM25 was built over heading path + text
     bm25_params: tuple[float, float]   # (k1, b) it was built with
+    chunk_terms: dict[int, list[int]] = field(default_factory=dict)   # rag.phrase's: terms of chunks read so far
 
     @classmethod
     def build(cls, ids: list[str], texts: list[str], metas: list[dict], vectors, sections: bool = True,

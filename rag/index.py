@@ -13,13 +13,17 @@ path (`with_headings`): the headings are embedded once each, beside the chunks.
 
 Search scores every chunk of the collection in memory (rag.corpus): cosine against the
 stored vectors, BM25 (over each chunk's text and its section heading path), fused
-(rag.fusion; chunks of contents and index pages lose `contents_penalty`), then optionally
+(rag.fusion; chunks of contents and index pages lose `contents_penalty`); with convex fusion
+the best `rerank_top` chunks then gain `phrase_weight` times their query-phrase score
+(rag.phrase: a run of three or more query terms in the question's order), then optionally
 reranked. "prf" (pseudo-relevance
 feedback, Rocchio 1971) moves the query vector toward the stored vectors of the best fused
 chunks and scores again: no text is embedded again, the cost is one more matrix-vector
 product. Other names go to rag.rerank's backends over the top candidates' texts. No rerank
 is the default: on the eval manuals none of them (prf, embedding, a neighbour-context one)
-beat convex fusion alone (benchmarks/results/rag_eval.json). A result
+beat convex fusion alone (benchmarks/results/rag_eval.json), nor did other signals read from
+stored vectors or term statistics (benchmarks/results/rag_rerank_study.json); the phrase
+bonus was the one that lowered no manual's scores. A result
 list holds at most `per_page` chunks of one page, so k hits show k places to look.
 """
 from __future__ import annotations
@@ -39,6 +43,7 @@ from rag.corpus import Corpus
 from rag.embedding import Embedder
 from rag.errors import InputError
 from rag.fusion import FUSIONS, convex, rrf
+from rag.phrase import candidate_phrases
 from rag.rerank import Rerankers
 from rag.store import ChromaStore, check_collection_name
 from rag.types import Document, Hit
@@ -61,7 +66,8 @@ class SearchSettings:
     prf_top: int = 5             # prf: how many of the best chunks make the centroid
     per_page: int = 1            # chunks of one page in a result list (0: no limit)
     candidates: int = 50         # rrf list depth
-    rerank_top: int = 20         # chunks a text reranker rescores
+    rerank_top: int = 20         # chunks a text reranker rescores, and the phrase bonus reads
+    phrase_weight: float = 0.1   # convex: weight of the query-phrase score (rag.phrase; 0: off)
     contents_penalty: float = 0.1   # convex: subtracted from chunks of contents/index pages
     section_keywords: bool = True   # BM25 reads each chunk's heading path with its text
     bm25_k1: float = K1
@@ -215,18 +221,22 @@ class RagIndex:
             top = np.argsort(-score, kind="stable")[:s.prf_top]
             moved = query_vector + s.prf_weight * corpus.vectors[top].mean(axis=0)
             final = self._fuse(corpus, mode, fusion, corpus.cosine(moved / np.linalg.norm(moved)), bm, k)
-        order = _per_page(np.argsort(-final, kind="stable"), corpus.metas, s.per_page,
+        phrase, ranked = None, final
+        if mode == "hybrid" and fusion == "convex" and s.phrase_weight:
+            phrase = candidate_phrases(corpus, query, np.argsort(-final, kind="stable")[:s.rerank_top])
+            ranked = final + s.phrase_weight * phrase    # >= 0: no chunk outside the top overtakes one inside
+        order = _per_page(np.argsort(-ranked, kind="stable"), corpus.metas, s.per_page,
                           max(k, s.rerank_top if reranker else k))
         if mode == "bm25":
             order = [i for i in order if bm[i] > 0]
         hits = []
         for i in order:
             stage = {"vector": cos, "bm25": bm, "fused": score if mode == "hybrid" else None,
-                     PRF: final if final is not score else None}
+                     PRF: final if final is not score else None, "phrase": phrase}
             scores = {name: float(v[i]) for name, v in stage.items() if v is not None}
             meta = corpus.metas[i]
             hits.append(Hit(corpus.ids[i], meta["doc_id"], corpus.texts[i], meta["source"], meta.get("page"),
-                            meta.get("section"), float(final[i]), scores))
+                            meta.get("section"), float(ranked[i]), scores))
         if reranker and hits:
             for hit, r in zip(hits, reranker.score(query, [h.text for h in hits])):
                 hit.scores["rerank"] = hit.score = r

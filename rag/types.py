@@ -39,4 +39,4 @@ class Hit:
     page: int | None
     section: str | None                              # heading path (from a PDF's outline)
     score: float                                     # the score the final order uses
-    scores: dict[str, float] = field(default_factory=dict)  # per stage: vector, bm25, fused, rerank
+    scores: dict[str, float] = field(default_factory=dict)  # per stage: vector, bm25, fused, phrase, rerank

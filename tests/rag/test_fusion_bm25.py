@@ -48,3 +48,15 @@ def test_convex_fusion_keeps_a_strong_vector_hit_that_bm25_missed():
     assert int(np.argmax(fused)) in (0, 1) and fused[0] > fused[2]
     ranked = [i for i, _ in rrf([["0", "1", "2"], ["1", "2"]])]
     assert ranked.index("0") == 2                           # rank fusion buries it below both
+
+
+def test_bm25_terms_in_reading_order_and_per_term_scores_add_up_to_the_query_score():
+    """The rerank study reads where query terms sit and what each one scores."""
+    texts = ["Running dogs chased the cats.", "The cat sat on the mat.", "Dogs sleep."]
+    index = Bm25Index(["a", "b", "c"], texts)
+    (query,) = index.terms(["cats running"])
+    chunk = index.terms(texts)[0]
+    assert len(query) == 2 and chunk.index(query[1]) < chunk.index(query[0])   # "running" before "cats"
+    summed = sum(index.term_scores(t) for t in query)
+    assert summed == pytest.approx(index.scores("cats running"), rel=1e-5)
+    assert summed[2] == 0 and summed[0] > summed[1] > 0
