@@ -59,6 +59,8 @@ class TuneConfig:
     backend: str = "auto"               # the runtime's
     export_type: str = "q8_0"
     resume: bool = False                # go on from what `out` holds: data, adapter, suites already run
+    from_adapter: Path | None = None    # an adapter to go on from (served while sampling; SFT only if sft_steps)
+    sft_steps: int | None = None        # 0: no SFT (ORPO alone refines from_adapter); None: as `sft` says
 
 
 def free_port() -> int:
@@ -124,7 +126,8 @@ def gather(settings: Settings, cfg: TuneConfig, bars: Bars, report: dict) -> Non
     suites = todo(cfg, report, "base")
     if not (make_steps or make_pairs or suites):
         return
-    with stack_for(settings, cfg, "base", cfg.base) as stack:
+    start = ["--lora", str(cfg.from_adapter)] if cfg.from_adapter else []
+    with stack_for(settings, cfg, "base", cfg.base, start) as stack:
         if make_steps:
             from tuning.generate import generate
             progress = bars.callback("generating trajectories", cfg.tasks)
@@ -189,11 +192,18 @@ def train(settings: Settings, cfg: TuneConfig, bars: Bars, report: dict) -> tupl
                       "spelled_as_text": [tok.token_text(i) for i in sorted(spell)]}
     if not examples:
         raise ValueError(f"no training examples left of {counts['records']} steps (max_length {cfg.sft.max_length})")
-    bar = bars.bar("SFT", None, "step")
-    sft = train_sft(load_model(cfg.base), examples, cfg.sft, held, on_progress=bars.follow(bar))
-    bar.close()
-    report["sft"] = {"metrics": sft.metrics, "history": sft.history, "params": cfg.sft.model_dump()}
-    model = sft.model
+    model = load_model(cfg.base)
+    if cfg.from_adapter:
+        from peft import PeftModel
+        model = PeftModel.from_pretrained(model, str(cfg.from_adapter), is_trainable=True)
+    if cfg.sft_steps == 0:
+        report["sft"] = {"skipped": f"going on from {cfg.from_adapter}"}
+    else:
+        bar = bars.bar("SFT", None, "step")
+        sft = train_sft(model, examples, cfg.sft, held, on_progress=bars.follow(bar))
+        bar.close()
+        report["sft"] = {"metrics": sft.metrics, "history": sft.history, "params": cfg.sft.model_dump()}
+        model = sft.model
     pairs_path = cfg.out / "pairs.jsonl"
     if cfg.orpo is not None and pairs_path.is_file():
         pairs, dropped = steps.preference_pairs(tok, steps.load_records(pairs_path), cfg.sft.max_length, stops)
@@ -233,7 +243,9 @@ def run(settings: Settings, cfg: TuneConfig, bars: Bars) -> dict:
     report = json.loads(saved.read_text()) if cfg.resume and saved.is_file() else {
         "base": str(cfg.base), "eval": {}, "config": {"tasks": cfg.tasks, "seed": cfg.seed, "suites": cfg.suites,
                                                      "seeds": cfg.seeds, "temperature": cfg.temperature,
-                                                     "backend": cfg.backend}}
+                                                     "backend": cfg.backend,
+                                                     "from_adapter": str(cfg.from_adapter) if cfg.from_adapter
+                                                     else None}}
     gather(settings, cfg, bars, report)
     sample(settings, cfg, bars, report)
     save(report, cfg.out)

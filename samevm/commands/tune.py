@@ -1,7 +1,7 @@
 """samevm tune: teach the served model the platform's own tools, end to end (samevm/tune.py):
 generate verified trajectories against a real worker, LoRA SFT on every agent step, ORPO
-with rejected replies sampled from the served base, then the held-out agent suites on the
-base and on base + adapter. Writes OUT/report.json, OUT/loss_curves.png, the PEFT adapter
+with rejected replies sampled from the served base (or from the base with --from-adapter, whose
+adapter ORPO then refines), then the held-out agent suites on the base and on base + adapter. Writes OUT/report.json, OUT/loss_curves.png, the PEFT adapter
 OUT/adapter/ and OUT/merged.gguf (the adapter merged, for runtimes that serve no adapters)."""
 from __future__ import annotations
 
@@ -25,6 +25,10 @@ def register(sub) -> None:
                    help="tasks also played by the served model (best of --tries), its passing turns added as gold")
     p.add_argument("--sample-lora", type=Path, help="adapter served on the base while sampling (e.g. the shipped one)")
     p.add_argument("--tries", type=int, default=4, help="tries a sampled task gets (the best is kept)")
+    p.add_argument("--from-adapter", type=Path,
+                   help="go on from this PEFT adapter (e.g. the shipped one) instead of a new one: rejected replies "
+                        "are sampled from the base served with it, its rank is kept, and SFT runs only for --steps "
+                        "given, so ORPO alone can refine it")
     p.add_argument("--epochs", type=float, default=1.0, help="SFT passes over the steps")
     p.add_argument("--steps", type=int, help="SFT optimizer steps (overrides --epochs)")
     p.add_argument("--orpo-steps", type=int, help="ORPO optimizer steps (default: one pass over the pairs)")
@@ -87,6 +91,10 @@ def run(args, settings) -> int:
         raise ValueError(f"unknown suites {sorted(unknown)}; known: {', '.join(names())}")
     if args.resume and not args.out:
         raise ValueError("--resume needs the --out of the run to go on with")
+    if args.from_adapter and not (args.from_adapter / "adapter_config.json").is_file():
+        raise ValueError(f"--from-adapter {args.from_adapter}: not a PEFT adapter folder (no adapter_config.json)")
+    if args.from_adapter and args.skip_orpo and not args.steps:
+        raise ValueError("--from-adapter with --skip-orpo and no --steps trains nothing")
     backend = args.backend or settings.backend
     name = args.model or catalog.DEFAULT_MODEL
     base = catalog.resolve(name, settings.home)
@@ -103,7 +111,8 @@ def run(args, settings) -> int:
                           sampled=args.sampled, sample_lora=args.sample_lora, tries=args.tries,
                           sft=sft, orpo=orpo, orpo_steps=args.orpo_steps,
                           suites=suites, seeds=args.seeds, parallel=args.parallel, backend=backend,
-                          export_type=args.export, resume=args.resume)
+                          export_type=args.export, resume=args.resume, from_adapter=args.from_adapter,
+                          sft_steps=0 if args.from_adapter and not args.steps else None)
     print(f"samevm tune: {name} -> {cfg.out}", file=sys.stderr, flush=True)
     t0 = time.monotonic()
     report = tune.run(settings, cfg, Bars(args.quiet))

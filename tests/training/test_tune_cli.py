@@ -56,6 +56,40 @@ def test_tune_trains_and_writes_the_report(tiny_gguf, tmp_path):
     assert json.loads((out / "report.json").read_text())["sft"] == report["sft"]
 
 
+def test_orpo_alone_goes_on_from_a_given_adapter(tiny_gguf, tmp_path):
+    # --from-adapter: no SFT unless --steps is given; ORPO refines the given adapter (its rank
+    # and its trained weights, not a fresh LoRA whose B starts at zero)
+    from safetensors.torch import load_file
+    base = tiny_gguf("qwen2", shape=Shape(context=8192))
+    data = agent_steps.write(tmp_path / "steps.jsonl")
+    home = ["--home", str(tmp_path / "home"), "tune", "--model", base, "--data", data, "--suites"]
+    first = tmp_path / "first"
+    assert main([*home, "--out", str(first), "--skip-orpo", "--rank", "4", *TINY]) == 0
+    start = load_file(first / "adapter" / WEIGHTS)
+
+    out = tmp_path / "out"
+    orpo_only = [a for a in TINY if a not in ("--steps", "12")]
+    assert main([*home, "--out", str(out), "--pairs", data, "--from-adapter", str(first / "adapter"),
+                 *orpo_only]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert "history" not in report["sft"] and len(report["orpo"]["history"]) == 2
+    assert report["config"]["from_adapter"] == str(first / "adapter")
+    after = load_file(out / "adapter" / WEIGHTS)
+    assert after.keys() == start.keys()
+    assert all(after[k].shape == start[k].shape for k in start)          # rank 4 kept (the default is 16)
+    moved = max((after[k].float() - start[k].float()).abs().max().item() for k in start)
+    b_size = max(start[k].float().abs().max().item() for k in start if "lora_B" in k)
+    assert 0 < moved < b_size        # ORPO changed the adapter, starting from its trained weights
+
+
+def test_from_adapter_refuses_a_folder_without_an_adapter(tiny_gguf, tmp_path, capsys):
+    base = tiny_gguf("qwen2", shape=Shape(context=8192))
+    assert main(["--home", str(tmp_path / "home"), "tune", "--model", base, "--suites", "--out", str(tmp_path / "o"),
+                 "--from-adapter", str(tmp_path), *TINY]) == 2
+    assert "not a PEFT adapter folder" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()          # refused before any work
+
+
 def test_sampled_runs_of_the_served_model_join_the_gold(tiny_gguf, tmp_path, monkeypatch):
     # --sampled plays tasks on a stack serving base + --sample-lora; the turns that passed
     # (here: a stand-in writing steps of other tasks) are trained on beside the given data
