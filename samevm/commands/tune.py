@@ -1,8 +1,8 @@
 """samevm tune: teach the served model the platform's own tools, end to end (samevm/tune.py):
 generate verified trajectories against a real worker, LoRA SFT on every agent step, ORPO
 with rejected replies sampled from the served base (or from the base with --from-adapter, whose
-adapter ORPO then refines), then the held-out agent suites on the base and on base + adapter. Writes OUT/report.json, OUT/loss_curves.png, the PEFT adapter
-OUT/adapter/ and OUT/merged.gguf (the adapter merged, for runtimes that serve no adapters)."""
+adapter ORPO then refines), then the held-out agent suites on the base and on base + adapter.
+Writes OUT/report.json, OUT/loss_curves.png, the PEFT adapter OUT/adapter/ and OUT/merged.gguf (the adapter merged, for runtimes that serve no adapters)."""
 from __future__ import annotations
 
 import platform
