@@ -2,7 +2,8 @@
 generate verified trajectories against a real worker, LoRA SFT on every agent step, ORPO
 with rejected replies sampled from the served base (or from the base with --from-adapter, whose
 adapter ORPO then refines), then the held-out agent suites on the base and on base + adapter.
-Writes OUT/report.json, OUT/loss_curves.png, the PEFT adapter OUT/adapter/ and OUT/merged.gguf (the adapter merged, for runtimes that serve no adapters)."""
+Writes OUT/report.json, OUT/loss_curves.png, the PEFT adapter OUT/adapter/ and OUT/merged.gguf
+(the adapter merged, for runtimes that serve no adapters)."""
 from __future__ import annotations
 
 import platform
