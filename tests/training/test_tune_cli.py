@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 import types
+from pathlib import Path
 
 import pytest
 from peft import PeftModel
@@ -60,20 +61,23 @@ def test_orpo_alone_goes_on_from_a_given_adapter(tiny_gguf, tmp_path):
     # --from-adapter: no SFT unless --steps is given; ORPO refines the given adapter (its rank
     # and its trained weights, not a fresh LoRA whose B starts at zero)
     from safetensors.torch import load_file
+
+    from training.ship import ship
     base = tiny_gguf("qwen2", shape=Shape(context=8192))
     data = agent_steps.write(tmp_path / "steps.jsonl")
     home = ["--home", str(tmp_path / "home"), "tune", "--model", base, "--data", data, "--suites"]
     first = tmp_path / "first"
     assert main([*home, "--out", str(first), "--skip-orpo", "--rank", "4", *TINY]) == 0
-    start = load_file(first / "adapter" / WEIGHTS)
+    shipped = tmp_path / "shipped"
+    ship(first / "adapter", shipped, Path(base).name)                      # float16, as adapters ship
+    start = load_file(shipped / WEIGHTS)
 
     out = tmp_path / "out"
     orpo_only = [a for a in TINY if a not in ("--steps", "12")]
-    assert main([*home, "--out", str(out), "--pairs", data, "--from-adapter", str(first / "adapter"),
-                 *orpo_only]) == 0
+    assert main([*home, "--out", str(out), "--pairs", data, "--from-adapter", str(shipped), *orpo_only]) == 0
     report = json.loads((out / "report.json").read_text())
     assert "history" not in report["sft"] and len(report["orpo"]["history"]) == 2
-    assert report["config"]["from_adapter"] == str(first / "adapter")
+    assert report["config"]["from_adapter"] == str(shipped)
     after = load_file(out / "adapter" / WEIGHTS)
     assert after.keys() == start.keys()
     assert all(after[k].shape == start[k].shape for k in start)          # rank 4 kept (the default is 16)
