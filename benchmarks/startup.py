@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import importlib.util
 import json
 import os
 import re
@@ -50,6 +51,9 @@ LOADED = re.compile(r"loaded \S+ .* in [\d.]+ s \((?P<phases>[^)]*)\)")
 # ---- the engine child (timed from its own first line) ------------------------------------
 def engine_child(model: str, backend: str) -> None:
     t0 = time.perf_counter()
+    collector = importlib.util.find_spec("samevm.collector") and importlib.import_module("samevm.collector")
+    if collector:                               # as `python -m samevm` and serve pause it
+        collector.pause()
     from runtime.engine import llm_engine
     from runtime.sampling import SamplingParams
     from runtime.server import loading
@@ -70,6 +74,8 @@ def engine_child(model: str, backend: str) -> None:
         if config.engine.lora:
             load_adapter(config.engine.lora, load_gguf(config.engine.model).spec)
         engine = loading.load(state, config.engine.model, config.engine.revision, config.engine.lora)
+    if collector:                               # as serve's first load ends
+        collector.settle()
     t2 = time.perf_counter()
     state.grammar_factory(engine)
     t3 = time.perf_counter()

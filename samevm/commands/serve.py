@@ -10,6 +10,7 @@ from runtime.gguf import ModelLoadError
 from runtime.lora import AdapterError
 from runtime.server.config import ServerConfig
 from runtime.server.model_digest import hash_ahead
+from samevm import collector
 
 
 def register(sub) -> None:
@@ -64,6 +65,7 @@ def build_config(args, settings) -> ServerConfig:
 
 
 def run(args, settings) -> int:
+    collector.pause()               # until the first load is over (samevm/collector.py)
     try:
         config = build_config(args, settings)
     except ModelLoadError as e:
@@ -86,7 +88,16 @@ def run(args, settings) -> int:
 
     print(f"samevm serve: {config.model_id} on http://{config.host}:{config.port}/v1 "
           f"(health: /health answers 503 until the model has loaded)", flush=True)
-    app = create_app(config, lambda state: loading.start(state, held.pop()))     # (the adapter: 18 MB for the 0.5B)
+    app = create_app(config, lambda state: first_load(state, held.pop()))      # (the adapter: 18 MB for the 0.5B)
     uvicorn.run(app, host=config.host, port=config.port, log_level="info",
                 timeout_graceful_shutdown=5, ws="none")     # no websocket routes: nor its imports at start
     return 0
+
+
+def first_load(state, files) -> None:
+    """loading.start with `files` (read by run's check), then the start-up's end for the collector."""
+    from runtime.server import loading
+    try:
+        loading.start(state, files)
+    finally:
+        collector.settle()
