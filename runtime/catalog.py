@@ -14,8 +14,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tqdm import tqdm
-
 from runtime.gguf import ModelLoadError
 
 # The default on every backend, with its shipped tools adapter: on an H100 at one commit the 0.5B
@@ -120,6 +118,7 @@ def pip_install(requirements: tuple[str, ...] | list[str], no_deps: bool = False
 
 def assemble(parts: list[Path], target: Path, sha256: str, size: int = 0, label: str = "") -> Path:
     """Concatenate `parts` into `target`, verifying the hash; nothing is left on a mismatch."""
+    from tqdm import tqdm           # once per install, not in every start that resolves a name
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".partial")
     total = sum(p.stat().st_size for p in parts)
