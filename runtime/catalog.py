@@ -62,10 +62,10 @@ KNOWN_MODELS = {m.name: m for m in (
 ADAPTERS = Path(__file__).resolve().parent / "adapters"
 
 
-def adapter_for(model: str, lora: str) -> str | None:
+def adapter_for(model: str, lora: str, digests: str | Path | None = None) -> str | None:
     """The adapter folder to serve on `model`: `lora` itself when it is a folder; for "auto",
     the adapter shipped with a known model (runtime/adapters/, its weights' sha256 checked
-    first), none for any other model; none for "" or "none"."""
+    first, kept under `digests` for later starts), none for any other model; none for "" or "none"."""
     if lora in ("", "none"):
         return None
     if lora != "auto":
@@ -79,7 +79,7 @@ def adapter_for(model: str, lora: str) -> str | None:
         raise ModelLoadError(f"the adapter shipped for {model} is missing ({weights}); serve the base with "
                              "SAMEVM_LORA=none or reinstall")
     from runtime.lora import weights_sha256
-    digest = weights_sha256(folder)
+    digest = weights_sha256(folder, digests)
     if digest != known.adapter_sha256:
         raise ModelLoadError(f"the adapter shipped for {model} ({folder.name}) has sha256 {digest[:12]}..., "
                              f"expected {known.adapter_sha256[:12]}...: refusing a changed or corrupt adapter")

@@ -49,8 +49,8 @@ def build_config(args, settings) -> ServerConfig:
     name = args.model or settings.model
     path = catalog.resolve(name, settings.home)
     model_id = name if name in catalog.KNOWN_MODELS else Path(path).stem
-    engine = EngineConfig(model=str(path), lora=catalog.adapter_for(name, args.lora or settings.lora),
-                          lora_mode=args.lora_mode,
+    lora = catalog.adapter_for(name, args.lora or settings.lora, settings.digest_cache)
+    engine = EngineConfig(model=str(path), lora=lora, lora_mode=args.lora_mode,
                           backend=args.backend or settings.backend,
                           cpu_dtype=args.cpu_dtype or settings.cpu_dtype,
                           max_model_len=args.max_model_len, kv_cache_mb=args.kv_cache_mb,
