@@ -70,6 +70,8 @@ def engine_child(model: str, backend: str) -> None:
     t1 = time.perf_counter()
     if hasattr(llm_engine, "read_files"):      # serve reads the files to check them, the load takes them
         files = llm_engine.read_files(config.engine)
+        if collector:                           # as serve does before its first load
+            collector.imports_done()
         engine = loading.load(state, config.engine.model, config.engine.revision, config.engine.lora, files)
     else:                                       # a tree from before (--tree): serve read them twice
         from runtime.gguf import load_gguf
@@ -78,7 +80,7 @@ def engine_child(model: str, backend: str) -> None:
             load_adapter(config.engine.lora, load_gguf(config.engine.model).spec)
         engine = loading.load(state, config.engine.model, config.engine.revision, config.engine.lora)
     if collector:                               # as serve's first load ends
-        collector.settle()
+        collector.resume()
     t2 = time.perf_counter()
     state.grammar_factory(engine)
     t3 = time.perf_counter()

@@ -1,12 +1,13 @@
 """The cyclic garbage collector while a process starts.
 
-Imports and a model's load make ~80k objects that live as long as the process and free
-almost none, yet the collector walked them ~200 times during a later `samevm serve` start
-(~40 ms of it, holding the GIL like the imports and the tokenizer's build beside it). So
-`python -m samevm` starts with the collector paused and a command runs with it back on,
-except serve: it pauses it again until its first load is over, then freezes what the
-start-up made (modules, tokenizer, weights: no later collection walks them again; a full
-collection after the load found ~20 unreachable objects among them).
+A start makes ~80k objects that live as long as the process (modules, classes, functions)
+and frees almost none, yet the collector walked them ~200 times during a later `samevm serve`
+start (~40 ms of it, holding the GIL like the imports and the tokenizer's build beside it).
+So `python -m samevm` imports with the collector paused and a command runs with it on. Serve
+keeps it paused through its first load: once its imports are done it freezes what the start
+made so far (no collection walks that again), and once the model serves the collector is back
+on for everything after. The engine is not frozen: a hot reload makes it garbage, in cycles
+that only a collection frees (its KV cache and weights with them).
 """
 from __future__ import annotations
 
@@ -21,7 +22,6 @@ def resume() -> None:
     gc.enable()
 
 
-def settle() -> None:
-    """The start-up is over: what it made is left out of every later collection, which is back on."""
+def imports_done() -> None:
+    """What the start made so far stays for the life of the process: no collection walks it."""
     gc.freeze()
-    gc.enable()

@@ -83,8 +83,8 @@ def run(args, settings) -> int:
         held.append(None)           # the load says what is wrong with the model file, on /health
     import uvicorn
 
-    from runtime.server import loading
     from runtime.server.app import create_app
+    collector.imports_done()
 
     print(f"samevm serve: {config.model_id} on http://{config.host}:{config.port}/v1 "
           f"(health: /health answers 503 until the model has loaded)", flush=True)
@@ -95,9 +95,9 @@ def run(args, settings) -> int:
 
 
 def first_load(state, files) -> None:
-    """loading.start with `files` (read by run's check), then the start-up's end for the collector."""
+    """loading.start with `files` (read by run's check); then the collector is back on."""
     from runtime.server import loading
     try:
         loading.start(state, files)
     finally:
-        collector.settle()
+        collector.resume()

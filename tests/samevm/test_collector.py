@@ -6,13 +6,18 @@ import gc
 import os
 import subprocess
 import sys
+import time
+import weakref
 
 import pytest
 
 from runtime.config import EngineConfig
+from runtime.engine.llm_engine import read_files
+from runtime.server import loading
 from runtime.server.config import ServerConfig
 from runtime.server.revisions import RevisionRegistry
 from runtime.server.state import ServerState
+from samevm import collector
 from samevm.cli import main
 from samevm.commands import serve
 from tests.runtime.server.conftest import REPO
@@ -48,17 +53,26 @@ def state_for(model: str, home) -> ServerState:
     return ServerState(config, RevisionRegistry(config.revisions_dir, config.model_id))
 
 
-def test_serve_freezes_what_its_start_made_and_collects_once_the_model_serves(tiny_gguf, tmp_path, collector_paused):
+def test_serve_collects_once_its_model_serves_and_a_replaced_engine_is_freed(tiny_gguf, tmp_path, collector_paused):
+    """As serve starts: its files read and its imports frozen, the first load with the collector
+    paused; then it collects again, and an engine a reload replaced is freed (only a collection
+    frees it: had the first load been frozen, its KV cache and weights would stay for good)."""
     state = state_for(tiny_gguf("qwen2"), tmp_path)
-    made = []                           # tracked by the collector: something the start made
+    files = read_files(state.config.engine)
+    collector.imports_done()
+    serve.first_load(state, files)
     try:
-        serve.first_load(state, None)
-        assert state.loop is not None and state.load_error is None
-        assert gc.isenabled() and gc.get_freeze_count() > 0
-        assert not any(o is made for o in gc.get_objects())      # frozen: no collection walks it again
+        assert state.loop is not None and state.load_error is None and gc.isenabled()
+        first = weakref.ref(state.loop.live)
+        old = state.loop.swap(loading.load(state, state.config.engine.model, "r2"))
+        del old, files
+        deadline = time.monotonic() + 30         # the engine thread lets go of it once it has drained
+        while first() is not None:
+            assert time.monotonic() < deadline, "the replaced engine was never freed"
+            time.sleep(0.05)
+            gc.collect()
     finally:
-        if state.loop is not None:
-            state.loop.close()
+        state.loop.close()
 
 
 def test_serve_collects_again_after_a_failed_first_load(tmp_path, collector_paused):
