@@ -13,7 +13,8 @@ name, as `make run` serves it: with its shipped LoRA adapter merged into the wei
   serve's check of the files (which the load takes: its gguf and lora phases are then ~0 s),
   from_gguf's own (gguf, backend, lora, tokenizer, merge, weights, kv_cache), the
   grammar tokenizer, the first token; and cpu_s, its CPU seconds (all threads) to that token:
-  the work, which a busy machine changes less than the wall time.
+  the work, which a busy machine changes less than the wall time (cpu_to_forward_s: to the
+  first forward, all of it work that holds the GIL; the forward's threads wait busily).
 - server: `samevm serve` from exec to the first streamed token of a /v1/chat/completions
   request (/health polled every 0.1 s as the supervisor does, then one streaming request), its
   cpu_s to then; when it answered
@@ -83,7 +84,7 @@ def engine_child(model: str, backend: str) -> None:
         collector.resume()
     t2 = time.perf_counter()
     state.grammar_factory(engine)
-    t3 = time.perf_counter()
+    t3, before_forward = time.perf_counter(), time.process_time()
     ids = engine.tokenizer.encode(engine.tokenizer.render_chat(PROMPT))
     token = engine.generate([ids], SamplingParams(max_tokens=1, temperature=0))[0].token_ids
     t4 = time.perf_counter()
@@ -92,7 +93,7 @@ def engine_child(model: str, backend: str) -> None:
     phases = getattr(engine, "load_phases", {"from_gguf": engine.load_seconds})
     print(json.dumps({"imports": t1 - t0, "check": t2 - t1 - engine.load_seconds, **phases,
                       "grammar": t3 - t2, "first_forward": t4 - t3, "child_total": t4 - t0,
-                      "cpu_s": used.ru_utime + used.ru_stime,
+                      "cpu_s": used.ru_utime + used.ru_stime, "cpu_to_forward_s": before_forward,
                       "prompt_tokens": len(ids), "token": token, "modules": heavy,
                       "adapter": engine.adapter and engine.adapter["name"]}), flush=True)
 
@@ -123,8 +124,8 @@ def run_engine(tree: Path, home: Path, model: str, backend: str) -> dict:
     if not line:
         raise RuntimeError(f"the engine child failed: {err[-3000:]}")
     out = json.loads(line)
-    cpu = out.pop("cpu_s", None)           # not a phase: all its threads' seconds
-    return {"start_to_first_token_s": wall, "cpu_s": cpu, "phases": {"interpreter": wall - out.pop("child_total"),
+    cpu, to_forward = out.pop("cpu_s", None), out.pop("cpu_to_forward_s", None)    # not phases
+    return {"start_to_first_token_s": wall, "cpu_s": cpu, "cpu_to_forward_s": to_forward, "phases": {"interpreter": wall - out.pop("child_total"),
                                                         **{k: out.pop(k) for k in list(out) if
                                                            isinstance(out[k], float)}}, **out}
 
@@ -220,7 +221,7 @@ def summarize(runs: list[dict]) -> dict:
     keys = dict.fromkeys(k for r in runs for k in r["phases"])
     return {"start_to_first_token_s": statistics.median(walls), "min_s": min(walls), "max_s": max(walls),
             "phases_median_s": {k: statistics.median(r["phases"].get(k, 0.0) for r in runs) for k in keys},
-            **({k: statistics.median(r[k] for r in runs) for k in ("answered_s", "ready_s", "cpu_s")
+            **({k: statistics.median(r[k] for r in runs) for k in ("answered_s", "ready_s", "cpu_s", "cpu_to_forward_s")
                 if runs[0].get(k) is not None}),
             "runs": runs}
 
@@ -312,7 +313,8 @@ def main() -> None:
         if r["engine"] not in (first_tree, "llama.cpp") and same is not None:
             r[f"vs_{first_tree}"] = r["start_to_first_token_s"] / same["start_to_first_token_s"]
         print(f"{r['engine']:>24} {r['mode']:>11} {r['start']:>5}: {r['start_to_first_token_s']:.2f} s "
-              f"[{r['min_s']:.2f}-{r['max_s']:.2f}]" + (f" cpu {r['cpu_s']:.2f} s" if r.get("cpu_s") else "") + (f" ({r['vs_llama.cpp']:.1f}x llama.cpp)"
+              f"[{r['min_s']:.2f}-{r['max_s']:.2f}]" + (f" cpu {r['cpu_s']:.2f} s" if r.get("cpu_s") else "")
+              + (f" (to the forward {r['cpu_to_forward_s']:.2f} s)" if r.get("cpu_to_forward_s") else "") + (f" ({r['vs_llama.cpp']:.1f}x llama.cpp)"
                                                       if "vs_llama.cpp" in r else ""))
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / (f"startup-{args.name}" if args.name else "startup")
