@@ -124,10 +124,10 @@ def run_engine(tree: Path, home: Path, model: str, backend: str) -> dict:
     if not line:
         raise RuntimeError(f"the engine child failed: {err[-3000:]}")
     out = json.loads(line)
-    cpu, to_forward = out.pop("cpu_s", None), out.pop("cpu_to_forward_s", None)    # not phases
-    return {"start_to_first_token_s": wall, "cpu_s": cpu, "cpu_to_forward_s": to_forward, "phases": {"interpreter": wall - out.pop("child_total"),
-                                                        **{k: out.pop(k) for k in list(out) if
-                                                           isinstance(out[k], float)}}, **out}
+    cpu = {k: out.pop(k, None) for k in ("cpu_s", "cpu_to_forward_s")}       # not phases
+    return {"start_to_first_token_s": wall, **cpu, "phases": {"interpreter": wall - out.pop("child_total"),
+                                                              **{k: out.pop(k) for k in list(out) if
+                                                                 isinstance(out[k], float)}}, **out}
 
 
 def get(port: int, path: str) -> int | None:
@@ -312,10 +312,11 @@ def main() -> None:
         same = next((o for o in records if (o["engine"], o["mode"], o["start"]) == (first_tree, r["mode"], r["start"])), None)
         if r["engine"] not in (first_tree, "llama.cpp") and same is not None:
             r[f"vs_{first_tree}"] = r["start_to_first_token_s"] / same["start_to_first_token_s"]
+        cpu = (f" cpu {r['cpu_s']:.2f} s" if r.get("cpu_s") else "") + \
+            (f" (to the forward {r['cpu_to_forward_s']:.2f} s)" if r.get("cpu_to_forward_s") else "")
         print(f"{r['engine']:>24} {r['mode']:>11} {r['start']:>5}: {r['start_to_first_token_s']:.2f} s "
-              f"[{r['min_s']:.2f}-{r['max_s']:.2f}]" + (f" cpu {r['cpu_s']:.2f} s" if r.get("cpu_s") else "")
-              + (f" (to the forward {r['cpu_to_forward_s']:.2f} s)" if r.get("cpu_to_forward_s") else "") + (f" ({r['vs_llama.cpp']:.1f}x llama.cpp)"
-                                                      if "vs_llama.cpp" in r else ""))
+              f"[{r['min_s']:.2f}-{r['max_s']:.2f}]{cpu}" + (f" ({r['vs_llama.cpp']:.1f}x llama.cpp)"
+                                                          if "vs_llama.cpp" in r else ""))
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / (f"startup-{args.name}" if args.name else "startup")
     earlier = json.loads(out.with_suffix(".json").read_text()) if out.with_suffix(".json").exists() else []

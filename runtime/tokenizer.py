@@ -229,7 +229,7 @@ class Tokenizer:
 
     def _use(self, backend: bytes | None, chat: dict | None) -> None:
         """`backend`: the `tokenizers` JSON, UTF-8. Parsed from bytes: a str of it would be
-        decoded here and encoded again to UTF-8 for the parse (~40 ms of a later start)."""
+        decoded here and encoded again to UTF-8 for the parse (tens of ms of a later start)."""
         self.backend = RustTokenizer.from_buffer(backend) if backend else None
         self._backend, self.chat = backend, chat
 

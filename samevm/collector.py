@@ -1,6 +1,6 @@
 """The cyclic garbage collector while a process starts.
 
-A start makes ~80k objects that live as long as the process (modules, classes, functions)
+A start makes ~130k objects that live as long as the process (modules, classes, functions)
 and frees almost none, yet the collector walked them ~200 times during a later `samevm serve`
 start (~40 ms of it, holding the GIL like the imports and the tokenizer's build beside it).
 So `python -m samevm` imports with the collector paused and a command runs with it on. Serve
