@@ -36,6 +36,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import signal
 import statistics
 import subprocess
@@ -293,6 +294,7 @@ def main() -> None:
                         runs.setdefault((f"samevm@{label}", mode, start), []).append(r)
                         print(f"rep {rep} {label} {mode} {start}: {r['start_to_first_token_s']:.2f} s "
                               + " ".join(f"{k} {v:.2f}" for k, v in r["phases"].items()), flush=True)
+                    shutil.rmtree(home)         # its merged weights are 0.4 GB: not one home a run
             if llama is not None:
                 r = run_llama(llama, model, args.backend, prompt_tokens or 40, args.threads)
                 r["loadavg"] = os.getloadavg()[0]
