@@ -231,20 +231,20 @@ class Tokenizer:
         """`backend`: the `tokenizers` JSON, UTF-8. Parsed from bytes: a str of it would be
         decoded here and encoded again to UTF-8 for the parse (tens of ms of a later start)."""
         self.backend = RustTokenizer.from_buffer(backend) if backend else None
-        self._backend, self.chat = backend, chat
+        self._json, self.chat = backend, chat
 
     def backend_json(self) -> str:
         """The `tokenizers` JSON of this tokenizer, padding and truncation off (what llguidance
         reads): the snapshot's, else exported from transformers."""
-        if self._backend is None:
-            self._backend = plain_backend_json(self.hf).encode()
-        return self._backend.decode()
+        if self._json is None:
+            self._json = plain_backend_json(self.hf).encode()
+        return self._json.decode()
 
     def backend_sha256(self) -> str:
         """sha256 of backend_json() as UTF-8 (what names the grammar's token table)."""
         if self._backend_sha256 is None:
             self.backend_json()
-            self._backend_sha256 = hashlib.sha256(self._backend).hexdigest()
+            self._backend_sha256 = hashlib.sha256(self._json).hexdigest()
         return self._backend_sha256
 
     @property
