@@ -12,11 +12,14 @@ name, as `make run` serves it: with its shipped LoRA adapter merged into the wei
   it), and generates one token after the chat prompt. Phases: interpreter start, imports,
   serve's check of the files (which the load takes: its gguf and lora phases are then ~0 s),
   from_gguf's own (gguf, backend, lora, tokenizer, merge, weights, kv_cache), the
-  grammar tokenizer, the first token.
+  grammar tokenizer, the first token; and cpu_s, its CPU seconds (all threads) to that token:
+  the work, which a busy machine changes less than the wall time (cpu_to_forward_s: to the
+  first forward, all of it work that holds the GIL; the forward's threads wait busily).
 - server: `samevm serve` from exec to the first streamed token of a /v1/chat/completions
-  request (/health polled every 0.1 s as the supervisor does, then one streaming request); when it answered
+  request (/health polled every 0.1 s as the supervisor does, then one streaming request), its
+  cpu_s to then; when it answered
   at all (its imports done, the port open: answered_s) and when it said ready, and from_gguf's phases from its log.
-- llama.cpp: `llama-bench -pg P,1` (P: the same prompt's tokens), process start to exit;
+- llama.cpp: `llama-bench -pg P,1` (P: the same prompt's tokens), process start to exit (cpu_s: to exit);
   it keeps no cache, so every start is a later start (the GGUF is in the page cache for all).
 
 First start: a fresh SAMEVM_HOME (empty tokenizer, merge, digest and kernel caches; CUPY_CACHE_DIR too);
@@ -28,9 +31,12 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import importlib.util
 import json
 import os
 import re
+import resource
+import shutil
 import signal
 import statistics
 import subprocess
@@ -50,6 +56,9 @@ LOADED = re.compile(r"loaded \S+ .* in [\d.]+ s \((?P<phases>[^)]*)\)")
 # ---- the engine child (timed from its own first line) ------------------------------------
 def engine_child(model: str, backend: str) -> None:
     t0 = time.perf_counter()
+    collector = importlib.util.find_spec("samevm.collector") and importlib.import_module("samevm.collector")
+    if collector:                               # as `python -m samevm` and serve pause it
+        collector.pause()
     from runtime.engine import llm_engine
     from runtime.sampling import SamplingParams
     from runtime.server import loading
@@ -63,6 +72,8 @@ def engine_child(model: str, backend: str) -> None:
     t1 = time.perf_counter()
     if hasattr(llm_engine, "read_files"):      # serve reads the files to check them, the load takes them
         files = llm_engine.read_files(config.engine)
+        if collector:                           # as serve does before its first load
+            collector.imports_done()
         engine = loading.load(state, config.engine.model, config.engine.revision, config.engine.lora, files)
     else:                                       # a tree from before (--tree): serve read them twice
         from runtime.gguf import load_gguf
@@ -70,16 +81,20 @@ def engine_child(model: str, backend: str) -> None:
         if config.engine.lora:
             load_adapter(config.engine.lora, load_gguf(config.engine.model).spec)
         engine = loading.load(state, config.engine.model, config.engine.revision, config.engine.lora)
+    if collector:                               # as serve's first load ends
+        collector.resume()
     t2 = time.perf_counter()
     state.grammar_factory(engine)
-    t3 = time.perf_counter()
+    t3, before_forward = time.perf_counter(), time.process_time()
     ids = engine.tokenizer.encode(engine.tokenizer.render_chat(PROMPT))
     token = engine.generate([ids], SamplingParams(max_tokens=1, temperature=0))[0].token_ids
     t4 = time.perf_counter()
+    used = resource.getrusage(resource.RUSAGE_SELF)
     heavy = sorted(m for m in ("torch", "transformers", "cupy") if m in sys.modules)
     phases = getattr(engine, "load_phases", {"from_gguf": engine.load_seconds})
     print(json.dumps({"imports": t1 - t0, "check": t2 - t1 - engine.load_seconds, **phases,
                       "grammar": t3 - t2, "first_forward": t4 - t3, "child_total": t4 - t0,
+                      "cpu_s": used.ru_utime + used.ru_stime, "cpu_to_forward_s": before_forward,
                       "prompt_tokens": len(ids), "token": token, "modules": heavy,
                       "adapter": engine.adapter and engine.adapter["name"]}), flush=True)
 
@@ -110,9 +125,10 @@ def run_engine(tree: Path, home: Path, model: str, backend: str) -> dict:
     if not line:
         raise RuntimeError(f"the engine child failed: {err[-3000:]}")
     out = json.loads(line)
-    return {"start_to_first_token_s": wall, "phases": {"interpreter": wall - out.pop("child_total"),
-                                                        **{k: out.pop(k) for k in list(out) if
-                                                           isinstance(out[k], float)}}, **out}
+    cpu = {k: out.pop(k, None) for k in ("cpu_s", "cpu_to_forward_s")}       # not phases
+    return {"start_to_first_token_s": wall, **cpu, "phases": {"interpreter": wall - out.pop("child_total"),
+                                                              **{k: out.pop(k) for k in list(out) if
+                                                                 isinstance(out[k], float)}}, **out}
 
 
 def get(port: int, path: str) -> int | None:
@@ -162,14 +178,21 @@ def run_server(tree: Path, home: Path, model: str, backend: str, port: int) -> d
             ready = time.perf_counter() - t0
             first_streamed_token(port, model if "/" not in model else Path(model).stem)  # serve's model id
             first = time.perf_counter() - t0
+            cpu = cpu_seconds(p.pid)
         finally:
             os.killpg(p.pid, signal.SIGTERM)
             p.wait(30)
     found = LOADED.search(log_path.read_text())
     phases = {k: float(v.removesuffix(" s")) for k, v in
               (part.split(" ", 1) for part in found["phases"].split(", "))} if found else {}
-    return {"start_to_first_token_s": first, "answered_s": answered or ready, "ready_s": ready,
+    return {"start_to_first_token_s": first, "cpu_s": cpu, "answered_s": answered or ready, "ready_s": ready,
             "phases": phases}
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system seconds of process `pid` so far, all its threads (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def find_llama(args) -> Path | None:
@@ -184,12 +207,13 @@ def find_llama(args) -> Path | None:
 def run_llama(exe: Path, model: Path, backend: str, prompt_tokens: int, threads: int) -> dict:
     cmd = [str(exe), "-m", str(model), "-t", str(threads), "-p", "0", "-n", "0", "-pg", f"{prompt_tokens},1",
            "-r", "1", "--no-warmup", "-ngl", "99" if backend == "cuda" else "0"]
-    t0 = time.perf_counter()
+    before, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
     run = subprocess.run(cmd, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
+    wall, after = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
     if run.returncode:
         raise RuntimeError(f"llama-bench failed: {run.stderr[-2000:]}")
-    return {"start_to_first_token_s": wall, "phases": {}}
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return {"start_to_first_token_s": wall, "cpu_s": cpu, "phases": {}}
 
 
 # ---- summary -----------------------------------------------------------------------------
@@ -198,7 +222,8 @@ def summarize(runs: list[dict]) -> dict:
     keys = dict.fromkeys(k for r in runs for k in r["phases"])
     return {"start_to_first_token_s": statistics.median(walls), "min_s": min(walls), "max_s": max(walls),
             "phases_median_s": {k: statistics.median(r["phases"].get(k, 0.0) for r in runs) for k in keys},
-            **({k: statistics.median(r[k] for r in runs) for k in ("answered_s", "ready_s") if k in runs[0]}),
+            **({k: statistics.median(r[k] for r in runs) for k in ("answered_s", "ready_s", "cpu_s", "cpu_to_forward_s")
+                if runs[0].get(k) is not None}),
             "runs": runs}
 
 
@@ -269,6 +294,7 @@ def main() -> None:
                         runs.setdefault((f"samevm@{label}", mode, start), []).append(r)
                         print(f"rep {rep} {label} {mode} {start}: {r['start_to_first_token_s']:.2f} s "
                               + " ".join(f"{k} {v:.2f}" for k, v in r["phases"].items()), flush=True)
+                    shutil.rmtree(home)         # its merged weights are 0.4 GB: not one home a run
             if llama is not None:
                 r = run_llama(llama, model, args.backend, prompt_tokens or 40, args.threads)
                 r["loadavg"] = os.getloadavg()[0]
@@ -288,9 +314,11 @@ def main() -> None:
         same = next((o for o in records if (o["engine"], o["mode"], o["start"]) == (first_tree, r["mode"], r["start"])), None)
         if r["engine"] not in (first_tree, "llama.cpp") and same is not None:
             r[f"vs_{first_tree}"] = r["start_to_first_token_s"] / same["start_to_first_token_s"]
+        cpu = (f" cpu {r['cpu_s']:.2f} s" if r.get("cpu_s") else "") + \
+            (f" (to the forward {r['cpu_to_forward_s']:.2f} s)" if r.get("cpu_to_forward_s") else "")
         print(f"{r['engine']:>24} {r['mode']:>11} {r['start']:>5}: {r['start_to_first_token_s']:.2f} s "
-              f"[{r['min_s']:.2f}-{r['max_s']:.2f}]" + (f" ({r['vs_llama.cpp']:.1f}x llama.cpp)"
-                                                      if "vs_llama.cpp" in r else ""))
+              f"[{r['min_s']:.2f}-{r['max_s']:.2f}]{cpu}" + (f" ({r['vs_llama.cpp']:.1f}x llama.cpp)"
+                                                          if "vs_llama.cpp" in r else ""))
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / (f"startup-{args.name}" if args.name else "startup")
     earlier = json.loads(out.with_suffix(".json").read_text()) if out.with_suffix(".json").exists() else []

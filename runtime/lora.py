@@ -126,10 +126,11 @@ def revision_suffix(folder: str | Path, sha256: str) -> str:
     return "+" + re.sub(r"[^A-Za-z0-9._-]", "_", Path(folder).name)[:64] + "." + sha256[:12]
 
 
-def weights_sha256(folder: str | Path) -> str:
-    """sha256 of the adapter's safetensors: what names it in revisions and receipts."""
+def weights_sha256(folder: str | Path, cache_dir: str | Path | None = None) -> str:
+    """sha256 of the adapter's safetensors: what names it in revisions and receipts (`cache_dir`:
+    where file_digest keeps it for later starts)."""
     try:
-        return file_digest(Path(folder) / WEIGHTS_FILE, "sha256")
+        return file_digest(Path(folder) / WEIGHTS_FILE, "sha256", cache_dir)
     except OSError as e:
         raise AdapterError(f"{Path(folder).name}: cannot read {WEIGHTS_FILE}: {e}") from e
 

@@ -191,19 +191,20 @@ class Tokenizer:
         self.gguf_template = metadata.get("tokenizer.chat_template")
         self.architecture = metadata.get("general.architecture")
         self.cached = Path(cache_dir) / self.fingerprint if cache_dir else None
-        self._hf = None
+        self._hf = self._backend_sha256 = None
         if self.cached and self._load_snapshot():
             return
-        state = gguf_tokenizer.build(metadata) or snapshot(self.hf) or (None, None)
-        if state[0] and self.cached:
+        text, chat = gguf_tokenizer.build(metadata) or snapshot(self.hf) or (None, None)
+        backend = text.encode() if text else None
+        if backend and self.cached:
             self.cached.mkdir(parents=True, exist_ok=True)
-            digest = hashlib.sha256(state[0].encode()).hexdigest()
+            digest = self._backend_sha256 = hashlib.sha256(backend).hexdigest()
             # chat.json last, each file whole or absent (a rename): its presence means a complete entry
-            for name, text in zip(SNAPSHOT, (state[0], json.dumps({**state[1], "backend_sha256": digest}))):
+            for name, data in zip(SNAPSHOT, (backend, json.dumps({**chat, "backend_sha256": digest}).encode())):
                 tmp = self.cached / f".{name}.tmp"
-                tmp.write_text(text)
+                tmp.write_bytes(data)
                 tmp.replace(self.cached / name)
-        self._use(*state)
+        self._use(backend, chat)
 
     def _load_snapshot(self) -> bool:
         """Use the cached snapshot if it is whole; a damaged entry (a partial write, a file
@@ -214,26 +215,37 @@ class Tokenizer:
             chat = json.loads((self.cached / "chat.json").read_text())
             if not isinstance(chat, dict):
                 raise ValueError("chat.json is not an object")
-            backend_json = (self.cached / "backend.json").read_text()
-            if hashlib.sha256(backend_json.encode()).hexdigest() != chat.pop("backend_sha256", None):
+            backend = (self.cached / "backend.json").read_bytes()
+            digest = hashlib.sha256(backend).hexdigest()
+            if digest != chat.pop("backend_sha256", None):
                 raise ValueError("backend.json does not match the digest chat.json recorded")
-            self._use(backend_json, chat)
+            self._use(backend, chat)
+            self._backend_sha256 = digest
             return True
         except (OSError, ValueError, UnicodeDecodeError) as e:
             log.warning("tokenizer cache %s is damaged (%s); converting again", self.cached, e)
             shutil.rmtree(self.cached, ignore_errors=True)
             return False
 
-    def _use(self, backend_json: str | None, chat: dict | None) -> None:
-        self.backend = RustTokenizer.from_str(backend_json) if backend_json else None
-        self._backend_json, self.chat = backend_json, chat
+    def _use(self, backend: bytes | None, chat: dict | None) -> None:
+        """`backend`: the `tokenizers` JSON, UTF-8. Parsed from bytes: a str of it would be
+        decoded here and encoded again to UTF-8 for the parse (tens of ms of a later start)."""
+        self.backend = RustTokenizer.from_buffer(backend) if backend else None
+        self._json, self.chat = backend, chat
 
     def backend_json(self) -> str:
         """The `tokenizers` JSON of this tokenizer, padding and truncation off (what llguidance
         reads): the snapshot's, else exported from transformers."""
-        if self._backend_json is None:
-            self._backend_json = plain_backend_json(self.hf)
-        return self._backend_json
+        if self._json is None:
+            self._json = plain_backend_json(self.hf).encode()
+        return self._json.decode()
+
+    def backend_sha256(self) -> str:
+        """sha256 of backend_json() as UTF-8 (what names the grammar's token table)."""
+        if self._backend_sha256 is None:
+            self.backend_json()
+            self._backend_sha256 = hashlib.sha256(self._json).hexdigest()
+        return self._backend_sha256
 
     @property
     def hf(self):

@@ -7,6 +7,7 @@ import importlib
 import logging
 import sys
 
+from samevm import collector
 from samevm.settings import Settings
 
 COMMANDS = ["models", "chat", "serve", "worker", "up", "status", "suite", "mcp", "hermes", "ingest", "search", "train", "tune", "console"]
@@ -27,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     settings = Settings(**({"home": args.home} if args.home else {}))
+    collector.resume()              # paused by `python -m samevm` for its imports (serve pauses it again)
     try:
         return args.func(args, settings) or 0
     except KeyboardInterrupt:

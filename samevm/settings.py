@@ -52,6 +52,10 @@ class Settings(BaseSettings):
         return self.home / "cache" / "merged"
 
     @property
+    def digest_cache(self) -> Path:
+        return self.home / "cache" / "digests"       # as runtime.server.config.ServerConfig's
+
+    @property
     def runtime_url(self) -> str:
         return f"http://{self.host}:{self.runtime_port}"
 

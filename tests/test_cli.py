@@ -1,6 +1,12 @@
 """The samevm command line, in-process."""
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 from samevm.cli import main
 
 
@@ -34,3 +40,16 @@ def test_cpu_weights_are_int8_by_default_and_float32_on_request(tmp_path, tiny_g
 def test_bad_model_name_is_a_clear_error(tmp_path, capsys):
     assert main(["--home", str(tmp_path), "models", "path", "nope"]) == 2
     assert "no model file or known model named 'nope'" in capsys.readouterr().err
+
+
+def test_the_parser_imports_no_command_s_own_dependencies():
+    """Every samevm start builds the whole parser: a command's own libraries (the trainer's, the
+    worker's, a progress bar) load when it runs, not in `samevm serve`'s start."""
+    code = ("import json, sys\nfrom samevm.cli import build_parser\n"
+            "build_parser().parse_args(['serve'])\n"
+            "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & {'training', 'worker', 'rag', 'tqdm'})))")
+    repo = Path(__file__).resolve().parents[1]
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=repo,
+                         env={**os.environ, "PYTHONPATH": str(repo)})
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert json.loads(run.stdout.splitlines()[-1]) == []

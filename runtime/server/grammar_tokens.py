@@ -73,12 +73,11 @@ def load_table(path: Path, source: str, vocab: int) -> tuple[list[bytes], list[i
 def grammar_tokenizer(tokenizer, vocab: int, eos_ids: list[int], slices: list[str] | None = None) -> LLTokenizer:
     """llguidance's tokenizer for `tokenizer` (runtime.tokenizer.Tokenizer); `slices` as
     LLTokenizer takes them (None: its general ones, []: none)."""
-    text = tokenizer.backend_json()
-    source = hashlib.sha256(text.encode()).hexdigest()
+    source = tokenizer.backend_sha256()
     path = tokenizer.cached / TABLE if tokenizer.cached else None
     table = load_table(path, source, vocab) if path else None
     if table is None:
-        tok = LLTokenizer(text, n_vocab=vocab, eos_token=eos_ids, slices=slices)
+        tok = LLTokenizer(tokenizer.backend_json(), n_vocab=vocab, eos_token=eos_ids, slices=slices)
         if path:
             save_table(path, source, tok, vocab)
         return tok

@@ -25,7 +25,8 @@ def run(args, settings) -> int:
 
     name = args.model or settings.model
     path = catalog.resolve(name, settings.home)
-    engine = LLMEngine.from_gguf(EngineConfig(model=str(path), lora=catalog.adapter_for(name, settings.lora),
+    lora = catalog.adapter_for(name, settings.lora, settings.digest_cache)
+    engine = LLMEngine.from_gguf(EngineConfig(model=str(path), lora=lora,
                                               backend=args.backend or settings.backend,
                                               cpu_dtype=args.cpu_dtype or settings.cpu_dtype,
                                               tokenizer_cache=str(settings.tokenizer_cache), kv_cache_mb=256,

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tqdm import tqdm
-
 
 def register(sub) -> None:
     p = sub.add_parser("ingest", help="index PDFs and text files for search")
@@ -39,6 +37,8 @@ def _report(row: dict) -> None:
 
 
 def run(args, settings) -> int:
+    from tqdm import tqdm           # here, not in every samevm start (the parser imports each command)
+
     from rag import sources
     from rag.budget import Budget
     from rag.store import check_collection_name

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from runtime import catalog
-from worker import catalog as worker_catalog
 
 
 def register(sub) -> None:
@@ -13,6 +12,8 @@ def register(sub) -> None:
 
 
 def run(args, settings) -> int:
+    from worker import catalog as worker_catalog    # here, not in every samevm start (the parser imports each command)
+
     name = args.name or settings.model
     if args.action == "fetch" and name in worker_catalog.MODELS:
         print(worker_catalog.fetch(name, settings.home))

@@ -10,6 +10,7 @@ from runtime.gguf import ModelLoadError
 from runtime.lora import AdapterError
 from runtime.server.config import ServerConfig
 from runtime.server.model_digest import hash_ahead
+from samevm import collector
 
 
 def register(sub) -> None:
@@ -48,8 +49,8 @@ def build_config(args, settings) -> ServerConfig:
     name = args.model or settings.model
     path = catalog.resolve(name, settings.home)
     model_id = name if name in catalog.KNOWN_MODELS else Path(path).stem
-    engine = EngineConfig(model=str(path), lora=catalog.adapter_for(name, args.lora or settings.lora),
-                          lora_mode=args.lora_mode,
+    lora = catalog.adapter_for(name, args.lora or settings.lora, settings.digest_cache)
+    engine = EngineConfig(model=str(path), lora=lora, lora_mode=args.lora_mode,
                           backend=args.backend or settings.backend,
                           cpu_dtype=args.cpu_dtype or settings.cpu_dtype,
                           max_model_len=args.max_model_len, kv_cache_mb=args.kv_cache_mb,
@@ -64,6 +65,7 @@ def build_config(args, settings) -> ServerConfig:
 
 
 def run(args, settings) -> int:
+    collector.pause()               # until the first load is over (samevm/collector.py)
     try:
         config = build_config(args, settings)
     except ModelLoadError as e:
@@ -81,12 +83,21 @@ def run(args, settings) -> int:
         held.append(None)           # the load says what is wrong with the model file, on /health
     import uvicorn
 
-    from runtime.server import loading
     from runtime.server.app import create_app
+    collector.imports_done()
 
     print(f"samevm serve: {config.model_id} on http://{config.host}:{config.port}/v1 "
           f"(health: /health answers 503 until the model has loaded)", flush=True)
-    app = create_app(config, lambda state: loading.start(state, held.pop()))     # (the adapter: 18 MB for the 0.5B)
+    app = create_app(config, lambda state: first_load(state, held.pop()))      # (the adapter: 18 MB for the 0.5B)
     uvicorn.run(app, host=config.host, port=config.port, log_level="info",
                 timeout_graceful_shutdown=5, ws="none")     # no websocket routes: nor its imports at start
     return 0
+
+
+def first_load(state, files) -> None:
+    """loading.start with `files` (read by run's check); then the collector is back on."""
+    from runtime.server import loading
+    try:
+        loading.start(state, files)
+    finally:
+        collector.resume()

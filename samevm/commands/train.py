@@ -10,9 +10,6 @@ import sys
 import time
 from pathlib import Path
 
-from training.dataset import load_jsonl
-from training.params import OrpoParams
-
 
 def register(sub) -> None:
     p = sub.add_parser("train", help="ORPO fine-tune on preference pairs (JSONL) and export a GGUF revision")
@@ -32,6 +29,7 @@ def register(sub) -> None:
 
 
 def params_from(args) -> OrpoParams:
+    from training.params import OrpoParams      # here, not in every samevm start (the parser imports each command)
     given = {k: v for k, v in {"max_steps": args.steps, "learning_rate": args.lr, "beta": args.beta,
                                "export_type": args.export, "device": args.device}.items() if v is not None}
     for item in args.set:
@@ -64,6 +62,7 @@ def run(args, settings) -> int:
         return _via_worker(args, settings, params)
     from runtime.catalog import DEFAULT_MODEL
     from training import pipeline
+    from training.dataset import load_jsonl
     from training.revisions import RevisionStore
 
     pairs = load_jsonl(args.dataset)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 import tempfile
 
-from worker.settings import WorkerSettings
-
 
 def register(sub) -> None:
     p = sub.add_parser("worker", help="serve the local worker: SQL, RAG, embeddings, rerank, speech")
@@ -25,6 +23,7 @@ def run(args, settings) -> int:
     import uvicorn
 
     from worker.main import create_app
+    from worker.settings import WorkerSettings
     ws = WorkerSettings.from_stack(settings, host=args.host, port=args.port, api_key=args.api_key,
                                    allowed_roots=args.allow_root)
     ws.check_exposure()

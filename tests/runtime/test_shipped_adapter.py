@@ -89,3 +89,18 @@ def test_every_shipped_adapter_matches_its_catalog_entry():
         size = (folder / "adapter_model.safetensors").stat().st_size
         assert size <= 16_500_000, f"{m.adapter} is {size} bytes; the shipped adapter stays small"
 
+
+
+def test_a_later_start_takes_the_shipped_adapter_s_digest_from_the_data_directory(known_tiny, monkeypatch):
+    """The check's sha256 is kept under <home>/cache/digests per file version: a new process
+    serving the same files does not hash the adapter again."""
+    from runtime import file_digest
+    monkeypatch.setattr(file_digest, "RACY_NS", 0)      # keep digests of files this test just wrote
+    home, folder = known_tiny
+    assert served_lora(home, "--model", "tiny-known") == str(folder)
+    monkeypatch.setattr(file_digest, "_kept", {})       # a new process: nothing kept in memory
+
+    def hashed_again(*args, **kwargs):
+        raise AssertionError("the adapter was hashed again")
+    monkeypatch.setattr(file_digest.hashlib, "file_digest", hashed_again)
+    assert served_lora(home, "--model", "tiny-known") == str(folder)

@@ -3,6 +3,7 @@ the same GGUF: encode, decode, token_text and render_chat give the same results,
 from the cache imports neither transformers nor torch."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -271,6 +272,18 @@ def test_the_cache_round_trips_exactly(tmp_path):
         assert cached.encode(text, True) == ids and cached.decode(ids, False) == fresh.decode(ids, False)
     for messages in CONVERSATIONS:
         assert cached.render_chat(messages, TOOLS) == fresh.render_chat(messages, TOOLS)
+
+
+def test_the_json_digest_names_the_same_bytes_fresh_and_from_the_cache(tmp_path):
+    """backend_sha256 (what the grammar's token table is kept under) is the sha256 of
+    backend_json() as UTF-8 whether the tokenizer was converted or read from the cache."""
+    path = write_tokenizer_gguf(tmp_path / "tok.gguf", FEATURE_TEMPLATE, True)
+    fresh = Tokenizer(path)
+    written = Tokenizer(path, tmp_path / "cache")
+    cached = Tokenizer(path, tmp_path / "cache")
+    want = hashlib.sha256(fresh.backend_json().encode()).hexdigest()
+    assert fresh.backend_sha256() == written.backend_sha256() == cached.backend_sha256() == want
+    assert (cached.cached / "backend.json").read_bytes() == fresh.backend_json().encode()
 
 
 def test_a_gguf_rewritten_with_another_vocabulary_is_not_served_from_the_old_entry(tmp_path):
