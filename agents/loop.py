@@ -67,7 +67,7 @@ class Agent:
                 errors += 1
                 continue
             records = self._execute(calls, guard)
-            step.calls = [r for r in records if not r.skipped]
+            step.calls = records                # the ones not run too (marked skipped): a reader sees what was repeated
             new += prompts.call_messages(reply.content, calls, records, cfg.observation_chars)
             failed = [r for r in records if not r.ok and not r.skipped]
             if answer is not None and not failed:

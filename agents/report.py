@@ -12,6 +12,8 @@ from agents.text import clip
 def _call_line(call: dict) -> str:
     args = call["arguments"] if isinstance(call["arguments"], str) else json.dumps(call["arguments"], ensure_ascii=False)
     res = call["result"]
+    if call.get("skipped"):
+        return f"    -> {call['name']}({clip(args, 300)})  [not run: {clip(str(res.get('error')), 120)}]"
     shown = json.dumps(res.get("data"), ensure_ascii=False, default=str) if res.get("ok") else "ERROR " + str(res.get("error"))
     retry = f", {call['attempts']} attempts" if call.get("attempts", 1) > 1 else ""
     return (f"    -> {call['name']}({clip(args, 300)})  [{call['latency_s'] * 1000:.0f} ms{retry}]\n"
@@ -56,7 +58,7 @@ def table(report: dict) -> str:
     for i, name in enumerate(names):
         recs = [r["turns"][i] for r in runs]
         marks = " ".join(f"{'pass' if t['passed'] else 'FAIL':<5}" for t in recs)
-        calls = sum(len(s["calls"]) for t in recs for s in t["steps"]) / len(recs)
+        calls = sum(not c.get("skipped") for t in recs for s in t["steps"] for c in s["calls"]) / len(recs)
         rows.append(f"{name:<{width}}  {marks}  {sum(t['passed'] for t in recs) / len(recs):9.0%}  "
                     f"{sum(t['latency_s'] for t in recs) / len(recs):6.1f}  {calls:5.1f}")
     s = report["summary"]

@@ -56,7 +56,8 @@ class Turn:
 
     @property
     def calls(self) -> list[ToolCallRecord]:
-        return [c for s in self.steps for c in s.calls]
+        """The calls that ran (the checks' "called X"), not those the loop declined."""
+        return [c for s in self.steps for c in s.calls if not c.skipped]
 
     @property
     def tokens(self) -> dict:

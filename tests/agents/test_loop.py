@@ -1,11 +1,12 @@
 """The agent loop through Agent.run and its HTTP client, against a scripted model server."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
-from agents import prompts
+from agents import prompts, report
 from agents.model import ModelError
 from tests.agents.fake_model import answer, call, calls, cut, malformed, text
 
@@ -54,7 +55,8 @@ def test_a_failed_call_stops_the_rest_of_its_reply(agent_for, registry, counter)
                              call("add", a=1, b=1), answer("2")])
     turn = agent.run("go", registry.openai_tools())
     assert counter.calls == [("broken", {"reason": "no table"}), ("add", {"a": 1, "b": 1})]
-    assert turn.steps[0].kind == "tool_error" and [c.name for c in turn.steps[0].calls] == ["broken"]
+    assert turn.steps[0].kind == "tool_error"
+    assert [(c.name, c.skipped) for c in turn.steps[0].calls] == [("broken", False), ("add", True)]
     results = [json.loads(m["content"]) for m in tool_messages(fake.requests[1])]
     assert "refused: no table" in results[0]["error"] and results[0]["hint"] == prompts.TOOL_ERROR_HINT
     assert results[1] == {"ok": False, "error": prompts.NOT_RUN}        # every call id gets its message
@@ -81,6 +83,12 @@ def test_a_repeated_call_is_not_run_again_and_then_only_an_answer_is_allowed(age
     turn = agent.run("What is 2 + 3?", registry.openai_tools())
     assert counter.calls == [("add", {"a": 2, "b": 3})]
     assert [s.kind for s in turn.steps] == ["calls", "repeat", "repeat", "answer"]
+    # a repeat step names the call it declined (a reader sees what was repeated); the turn's
+    # calls, which the checks read, hold only the one that ran
+    assert [(c.name, c.skipped) for c in turn.steps[1].calls] == [("add", True)]
+    assert [(c.name, c.skipped) for c in turn.calls] == [("add", False)]
+    line = report._call_line(dataclasses.asdict(turn.steps[1].calls[0]))
+    assert line.startswith('    -> add({"a": 2, "b": 3})  [not run: not run again') and "<-" not in line
     assert json.loads(tool_messages(fake.requests[2])[-1]["content"])["error"] == prompts.REPEATED
     assert fake.requests[2]["tool_choice"] == "auto" and "structured_outputs" not in fake.requests[2]
     # then a text answer only, itself under a constraint: it cannot open like a call
