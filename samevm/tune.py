@@ -59,8 +59,8 @@ class TuneConfig:
     backend: str = "auto"               # the runtime's
     export_type: str = "q8_0"
     resume: bool = False                # go on from what `out` holds: data, adapter, suites already run
-    from_adapter: Path | None = None    # an adapter to go on from (served while sampling; SFT only if sft_steps)
-    sft_steps: int | None = None        # 0: no SFT (ORPO alone refines from_adapter); None: as `sft` says
+    from_adapter: Path | None = None    # an adapter to go on from (served while sampling; SFT only for
+                                        # sft.max_steps given, else ORPO alone refines it)
 
 
 def free_port() -> int:
@@ -196,7 +196,7 @@ def train(settings: Settings, cfg: TuneConfig, bars: Bars, report: dict) -> tupl
     if cfg.from_adapter:
         from peft import PeftModel
         model = PeftModel.from_pretrained(model, str(cfg.from_adapter), is_trainable=True)
-    if cfg.sft_steps == 0:
+    if cfg.from_adapter and not cfg.sft.max_steps:
         report["sft"] = {"skipped": f"going on from {cfg.from_adapter}"}
     else:
         bar = bars.bar("SFT", None, "step")

@@ -112,8 +112,7 @@ def run(args, settings) -> int:
                           sampled=args.sampled, sample_lora=args.sample_lora, tries=args.tries,
                           sft=sft, orpo=orpo, orpo_steps=args.orpo_steps,
                           suites=suites, seeds=args.seeds, parallel=args.parallel, backend=backend,
-                          export_type=args.export, resume=args.resume, from_adapter=args.from_adapter,
-                          sft_steps=0 if args.from_adapter and not args.steps else None)
+                          export_type=args.export, resume=args.resume, from_adapter=args.from_adapter)
     print(f"samevm tune: {name} -> {cfg.out}", file=sys.stderr, flush=True)
     t0 = time.monotonic()
     report = tune.run(settings, cfg, Bars(args.quiet))

@@ -156,3 +156,27 @@ def test_tune_generates_on_a_stack_and_measures_base_and_tuned(tiny_gguf, tmp_pa
         assert report["eval"][which]["freeform"]["runs"] == 1
     assert report["served_as"] == "base + adapter (--lora)"
     assert report["served"]["tuned"]["revision"] != report["served"]["base"]["revision"]   # not the base again
+
+
+def test_rejected_replies_are_sampled_from_the_base_served_with_the_given_adapter(tmp_path, monkeypatch):
+    # the stack that samples the rejected replies serves --from-adapter: they are its own mistakes
+    import contextlib
+
+    from samevm import tune
+    from samevm.settings import Settings
+    from samevm.tune_report import Bars
+    served = []
+
+    @contextlib.contextmanager
+    def stack(settings, cfg, label, model, runtime_args=()):
+        served.append((label, list(runtime_args)))
+        yield types.SimpleNamespace(urls=types.SimpleNamespace(runtime="http://r", worker="http://w"))
+    monkeypatch.setattr(tune, "stack_for", stack)
+    monkeypatch.setattr("tuning.rejected.sample_rejected", lambda *a, **k: {"pairs": 0})
+    monkeypatch.setattr(tune, "evaluate", lambda *a, **k: None)          # no suites asked
+    data = agent_steps.write(tmp_path / "steps.jsonl")
+    cfg = tune.TuneConfig(base=tmp_path / "base.gguf", out=tmp_path / "out", data=data,
+                          from_adapter=tmp_path / "shipped")
+    cfg.out.mkdir()
+    tune.gather(Settings(home=tmp_path / "home"), cfg, Bars(True), {"eval": {}})
+    assert served == [("base", ["--lora", str(tmp_path / "shipped")])]
