@@ -4,7 +4,8 @@ float32 either way) and its config naming the base GGUF it was trained on. Print
 sha256 that runtime/catalog.py checks before serving it.
 
 float16, not bfloat16: v11's float16 cast passed the same seeds as its float32 form on every
-suite (59/110 both), while v9's bfloat16 cast measured 51 against its float32's 58. LoRA factors
+suite (59/110 both, one run), while v9's bfloat16 cast measured 51-55 in runs at later commits
+against its float32's 58 (542389a): not side by side, so a hint, not a measurement. LoRA factors
 are small numbers, well inside float16's range, and its 10 mantissa bits keep more of them.
 
     python -m training.ship OUT/adapter --name qwen2.5-coder-0.5b-tools --base qwen2.5-coder-0.5b-instruct.gguf
