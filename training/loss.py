@@ -39,7 +39,9 @@ def orpo_loss(chosen_logps: torch.Tensor, rejected_logps: torch.Tensor, sft_loss
     """chosen_logps, rejected_logps: [B] mean per-token log-probabilities of each completion
     (log P(y|x), all < 0); sft_loss: [] the NLL of the chosen sequences."""
     assert chosen_logps.shape == rejected_logps.shape and chosen_logps.dim() == 1
-    c, r = chosen_logps.float(), rejected_logps.float()
+    # a mean log P of 0 (every token certain, as bfloat16 rounds it) makes log(1 - P) -inf and
+    # the gradient NaN; below -1e-6 the odds are finite, and the clamped pair adds no gradient
+    c, r = chosen_logps.float().clamp(max=-1e-6), rejected_logps.float().clamp(max=-1e-6)
     log_odds = (c - r) - (log1mexp(c) - log1mexp(r))   # log odds(c) - log odds(r)
     l_or = -F.logsigmoid(log_odds)
     return OrpoTerms(

@@ -46,6 +46,18 @@ def test_stable_where_the_likelihood_is_near_one():
     assert torch.isfinite(out.loss) and torch.isfinite(out.log_odds).all()
 
 
+def test_a_likelihood_of_exactly_one_gives_finite_loss_and_gradients():
+    # A completion the model already predicts token for token (an adapter going on with ORPO
+    # on replies it was trained on) has mean log P = 0 in bfloat16: log(1 - P) is -inf there,
+    # and one such pair turned a whole ORPO run's adapter into NaN (tune --from-adapter on the H100).
+    c = torch.tensor([0.0, -0.5], requires_grad=True)
+    r = torch.tensor([0.0, -2.0], requires_grad=True)
+    out = orpo_loss(c, r, torch.tensor(0.0), 0.1)
+    out.loss.backward()
+    assert torch.isfinite(out.loss) and torch.isfinite(c.grad).all() and torch.isfinite(r.grad).all()
+    assert c.grad[1] < 0 < r.grad[1]             # the ordinary pair still trains
+
+
 def test_gradient_raises_chosen_and_lowers_rejected():
     c = torch.tensor([-2.0, -1.0], requires_grad=True)
     r = torch.tensor([-1.5, -1.0], requires_grad=True)
