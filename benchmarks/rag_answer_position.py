@@ -34,11 +34,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchmarks.provenance import save  # noqa: E402
-from benchmarks.rag_eval import fetch, read  # noqa: E402
+from benchmarks.rag_eval import default_documents  # noqa: E402
 from rag import extract  # noqa: E402
 from rag.chunking import chunk_pages  # noqa: E402
-from worker.services import Services  # noqa: E402
-from worker.settings import WorkerSettings  # noqa: E402
 
 END_SHARE = 2 / 3     # evidence starting past this share of the page's characters is "end"
 TOP_PAGES = 10
@@ -87,12 +85,8 @@ def main() -> int:
     p.add_argument("--no-search", action="store_true", help="check the evidence only (no embedding model run)")
     args = p.parse_args()
 
-    import torch
-    torch.set_num_threads(1)
-    spec = json.loads(args.questions.read_text())
+    spec, index, docs = default_documents(args.questions, args.home, args.pdfs)
     questions = spec["questions"]
-    index = Services(WorkerSettings(home=args.home)).rag
-    docs = [read(fetch(d, args.pdfs or args.home / "pdfs"), extract.DEFAULT)[0] for d in spec["documents"]]
     spans, first_chunk, texts = {}, {}, {}
     cut = 0
     for doc in docs:

@@ -94,6 +94,17 @@ def read(path: Path, extractor: str) -> tuple[Document, float, float]:
     return Document(str(path), "pdf", pages, hashlib.sha256(data).hexdigest()), glue_rate(texts), len(texts) / seconds
 
 
+def default_documents(questions_file: Path, home: Path, pdfs: Path | None):
+    """The question file, a RagIndex over the eval's store in `home` (torch on one thread) and
+    the file's documents as the default extractor reads them: what the studies beside this
+    eval start from."""
+    import torch
+    torch.set_num_threads(1)
+    spec = json.loads(questions_file.read_text())
+    index = Services(WorkerSettings(home=home)).rag
+    return spec, index, [read(fetch(d, pdfs or home / "pdfs"), extract.DEFAULT)[0] for d in spec["documents"]]
+
+
 def scores(ranks: list[int | None]) -> dict:
     n = len(ranks)
     return {**{f"recall@{k}": round(sum(r is not None and r <= k for r in ranks) / n, 4) for k in KS},
