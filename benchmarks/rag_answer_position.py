@@ -21,7 +21,6 @@ labelled "mid"/"end", and unlabelled). Exits 1 when a labelled question fails it
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -34,7 +33,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchmarks.provenance import save  # noqa: E402
-from benchmarks.rag_eval import default_documents  # noqa: E402
+from benchmarks.rag_eval import default_documents, study_arguments  # noqa: E402
 from rag import extract  # noqa: E402
 from rag.chunking import chunk_pages  # noqa: E402
 
@@ -77,11 +76,7 @@ def share(flags: list[bool]) -> float | None:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("questions", type=Path, nargs="?", default=ROOT / "benchmarks" / "data" / "rag_questions.json")
-    p.add_argument("--home", type=Path, default=ROOT / ".samevm" / "rag_eval")
-    p.add_argument("--pdfs", type=Path)
-    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "rag_answer_position.json")
+    p = study_arguments(__doc__.splitlines()[0], "rag_answer_position.json")
     p.add_argument("--no-search", action="store_true", help="check the evidence only (no embedding model run)")
     args = p.parse_args()
 

@@ -94,6 +94,17 @@ def read(path: Path, extractor: str) -> tuple[Document, float, float]:
     return Document(str(path), "pdf", pages, hashlib.sha256(data).hexdigest()), glue_rate(texts), len(texts) / seconds
 
 
+def study_arguments(description: str, out: str) -> argparse.ArgumentParser:
+    """A parser holding what the studies beside this eval share: the question file, the eval's
+    --home, --pdfs, and --out (default benchmarks/results/OUT)."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("questions", type=Path, nargs="?", default=ROOT / "benchmarks" / "data" / "rag_questions.json")
+    p.add_argument("--home", type=Path, default=ROOT / ".samevm" / "rag_eval")
+    p.add_argument("--pdfs", type=Path, help="folder of the PDFs (package/name or name; default HOME/pdfs)")
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / out)
+    return p
+
+
 def default_documents(questions_file: Path, home: Path, pdfs: Path | None):
     """The question file, a RagIndex over the eval's store in `home` (torch on one thread) and
     the file's documents as the default extractor reads them: what the studies beside this
