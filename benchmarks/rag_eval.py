@@ -2,7 +2,7 @@
 
     nice -n 10 python benchmarks/rag_eval.py [benchmarks/data/rag_questions.json] \
         [--extractors pdftotext,pypdf] [--subset-extractors pdfium,pdfminer --subset a.pdf,b.pdf] \
-        [--pdfs DIR] [--llm-rerank-url http://127.0.0.1:8011 --llm-rerank-top 10]
+        [--pdfs DIR] [--settings query-phrase] [--llm-rerank-url http://127.0.0.1:8011 --llm-rerank-top 10]
 
 The PDFs come from Debian documentation packages (the question file names package and
 member): read from their installed path when present, else from the cache folder (--pdfs,
@@ -17,8 +17,9 @@ extractor's collection is then searched with every retrieval setting, the others
 the default setting and plain vector search. A hit counts when its file name equals the question's source and its
 page is one of `pages`; a hard negative counts when one of its pages ranks above the
 first right hit. Writes benchmarks/results/rag_eval.json: one record per (extractor,
-setting) with recall@1/3/5/10, MRR@10, search latency, and the same per PDF; the record
-of the default extractor and settings carries "default": true.
+setting) with recall@1/3/5/10, MRR@10, search latency, and the same per PDF and per answer
+position (`per_position`: the questions labelled "mid" or "end" of their page, and the
+unmarked ones); the record of the default extractor and settings carries "default": true.
 
 With --llm-rerank-url, the default extractor's collection is also searched with the default
 setting whose best --llm-rerank-top hits (a record for each number given) are reranked by
@@ -93,6 +94,28 @@ def read(path: Path, extractor: str) -> tuple[Document, float, float]:
     return Document(str(path), "pdf", pages, hashlib.sha256(data).hexdigest()), glue_rate(texts), len(texts) / seconds
 
 
+def study_arguments(description: str, out: str) -> argparse.ArgumentParser:
+    """A parser holding what the studies beside this eval share: the question file, the eval's
+    --home, --pdfs, and --out (default benchmarks/results/OUT)."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("questions", type=Path, nargs="?", default=ROOT / "benchmarks" / "data" / "rag_questions.json")
+    p.add_argument("--home", type=Path, default=ROOT / ".samevm" / "rag_eval")
+    p.add_argument("--pdfs", type=Path, help="folder of the PDFs (package/name or name; default HOME/pdfs)")
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / out)
+    return p
+
+
+def default_documents(questions_file: Path, home: Path, pdfs: Path | None):
+    """The question file, a RagIndex over the eval's store in `home` (torch on one thread) and
+    the file's documents as the default extractor reads them: what the studies beside this
+    eval start from."""
+    import torch
+    torch.set_num_threads(1)
+    spec = json.loads(questions_file.read_text())
+    index = Services(WorkerSettings(home=home)).rag
+    return spec, index, [read(fetch(d, pdfs or home / "pdfs"), extract.DEFAULT)[0] for d in spec["documents"]]
+
+
 def scores(ranks: list[int | None]) -> dict:
     n = len(ranks)
     return {**{f"recall@{k}": round(sum(r is not None and r <= k for r in ranks) / n, 4) for k in KS},
@@ -114,11 +137,16 @@ def evaluate(index, questions, collection, mode, rerank, fusion) -> dict:
     per_pdf = {}
     for src in sorted({q["source"] for q in questions}):
         per_pdf[src] = scores([r for r, q in zip(ranks, questions) if q["source"] == src])
+    per_position = {}
+    for where in sorted({q.get("position", "unmarked") for q in questions}):
+        per_position[where] = scores([r for r, q in zip(ranks, questions) if q.get("position", "unmarked") == where])
+    if {"mid", "end"} & per_position.keys():
+        per_position["mid+end"] = scores([r for r, q in zip(ranks, questions) if q.get("position") in ("mid", "end")])
     with_neg = sum(1 for q in questions if q.get("hard_negatives"))
     return {**scores(ranks), "hard_negative_above_answer": f"{beaten}/{with_neg}",
             "search_ms_median": round(1000 * seconds[len(seconds) // 2], 1),
             "search_ms_p95": round(1000 * seconds[int(0.95 * (len(seconds) - 1))], 1),
-            "per_pdf": per_pdf, "ranks": ranks}
+            "per_pdf": per_pdf, "per_position": per_position, "ranks": ranks}
 
 
 OLD = {"per_page": 0}    # before: no limit of chunks per page in a result list
@@ -183,6 +211,9 @@ def main() -> int:
                    help="torch threads; on a CPU shared with other jobs one thread embeds faster than two")
     p.add_argument("--default-only", action="store_true",
                    help="search with the default setting alone (a latency rerun on a quieter machine)")
+    p.add_argument("--settings", default="",
+                   help="label substrings (comma-separated): search the default extractor with the default and "
+                        "only the settings whose label holds one, e.g. 'query-phrase' for the bonus-off control")
     p.add_argument("--chunk-tokens", type=int, default=128)
     p.add_argument("--chunk-overlap", type=int, default=32)
     p.add_argument("--pdfs", type=Path, help="folder of the PDFs (package/name or name; default HOME/pdfs)")
@@ -226,6 +257,9 @@ def main() -> int:
                                 index_pages_per_s=round(sum(len(d.pages) for d in docs) / (time.perf_counter() - t0), 1))
         runs = SETTINGS if name == extract.DEFAULT else SETTINGS[:1] + [DEFAULT_SETTING]
         runs = [DEFAULT_SETTING] if args.default_only else runs
+        if args.settings and name == extract.DEFAULT:
+            wanted = args.settings.split(",")
+            runs = [DEFAULT_SETTING, *(r for r in SETTINGS if any(w in r[0] for w in wanted))]
         if args.llm_rerank_url and name == extract.DEFAULT:
             runs = [*runs, *(llm_setting(int(top)) for top in args.llm_rerank_top.split(","))]
         for label, mode, rerank, fusion, changes in runs:

@@ -23,8 +23,6 @@ never candidates for search. Writes benchmarks/results/rag_rerank_study.json.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import time
@@ -38,12 +36,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchmarks.provenance import save  # noqa: E402
-from benchmarks.rag_eval import KS, fetch, read, scores  # noqa: E402
+from benchmarks.rag_eval import KS, default_documents, scores, study_arguments  # noqa: E402
 from benchmarks.rerank_signals import Layout, signals  # noqa: E402
 from rag import extract  # noqa: E402
 from rag.index import PRF, _per_page  # noqa: E402
-from worker.services import Services  # noqa: E402
-from worker.settings import WorkerSettings  # noqa: E402
 
 WEIGHTS = (0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.5)
 METRICS = ("recall@1", "recall@5", "mrr@10")
@@ -85,23 +81,15 @@ def pairwise_fit(features: list[np.ndarray], labels: list[np.ndarray], l2: float
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("questions", type=Path, nargs="?", default=ROOT / "benchmarks" / "data" / "rag_questions.json")
-    p.add_argument("--home", type=Path, default=ROOT / ".samevm" / "rag_eval")
-    p.add_argument("--pdfs", type=Path)
-    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "rag_rerank_study.json")
+    p = study_arguments(__doc__.splitlines()[0], "rag_rerank_study.json")
     p.add_argument("--top", type=int, default=20, help="fused candidates a signal may reorder")
     p.add_argument("--no-embedding", action="store_true", help="skip the embedding reranker (seconds a query)")
     args = p.parse_args()
 
-    import torch
-    torch.set_num_threads(1)
-    spec = json.loads(args.questions.read_text())
+    spec, index, docs = default_documents(args.questions, args.home, args.pdfs)
     questions = spec["questions"]
-    index = Services(WorkerSettings(home=args.home)).rag
     collection = f"eval-{extract.DEFAULT}"
-    index.ingest_many([read(fetch(d, args.pdfs or args.home / "pdfs"), extract.DEFAULT)[0] for d in spec["documents"]],
-                      collection)
+    index.ingest_many(docs, collection)
     defaults = index.settings
     index.settings = s = replace(defaults, phrase_weight=0.0)
     corpus = index.corpus(collection)
