@@ -20,6 +20,15 @@ CONFIG = "adapter_config.json"
 
 
 def save_adapter(model: PeftModel, out: str | Path, base_gguf: str | Path) -> Path:
+    """Writes the adapter, unless a weight is not finite (a run that diverged: the runtime would
+    refuse it anyway, and `samevm tune` must not report it as trained)."""
+    import torch
+
+    from training.sft import TrainingDiverged
+    bad = [n for n, p in model.named_parameters() if "lora_" in n and not torch.isfinite(p).all()]
+    if bad:
+        raise TrainingDiverged(f"{len(bad)} adapter tensors are not finite (first: {bad[0]}): nothing written "
+                               f"to {out}; lower the learning rate")
     out = Path(out)
     model.peft_config["default"].base_model_name_or_path = Path(base_gguf).name
     model.save_pretrained(out, safe_serialization=True, save_embedding_layers=False)   # no hub look-up

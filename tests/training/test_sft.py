@@ -20,7 +20,7 @@ from training.adapter import CONFIG, adapter_label, save_adapter
 from training.hf_model import load_model, load_tokenizer
 from training.orpo import train_orpo
 from training.params import OrpoParams, SftParams
-from training.sft import IGNORE, collate, train_sft
+from training.sft import IGNORE, TrainingDiverged, collate, train_sft
 
 FAST = SftParams(max_steps=30, learning_rate=3e-3, batch_size=4, warmup_steps=0, eval_every=10, device="cpu")
 
@@ -99,6 +99,21 @@ def test_sft_loss_falls_on_trained_and_held_out_steps(sft):
     assert len(losses) == FAST.max_steps
     assert sum(losses[-5:]) / 5 < 0.7 * sum(losses[:5]) / 5, losses
     assert sft.metrics["eval_loss_after"] < sft.metrics["eval_loss_before"] - 0.5, sft.metrics
+
+
+def test_an_adapter_that_diverged_is_not_written(sft, base, tmp_path):
+    # ORPO from the shipped adapter once ended with NaN weights and tune reported them as trained
+    lora_b = next(p for n, p in sft.model.named_parameters() if "lora_B" in n)
+    kept = lora_b.detach().clone()
+    try:
+        with torch.no_grad():
+            lora_b[0, 0] = float("nan")
+        with pytest.raises(TrainingDiverged, match="not finite"):
+            save_adapter(sft.model, tmp_path / "diverged", base)
+        assert not (tmp_path / "diverged").exists()
+    finally:
+        with torch.no_grad():
+            lora_b.copy_(kept)
 
 
 def test_the_adapter_loads_with_peft_and_carries_the_training(sft, base, examples, tmp_path):
