@@ -9,7 +9,7 @@ mean of v9 and v11 passed 65/110 and the mean of v11 and v13 64/110, beside v11'
 The mean of two rank-8 adapters is exactly a rank-16 one (17.6 MB as float16); the shipped one
 is cut to rank 14 (15.4 MB, under the 16 MB a shipped adapter may take), which moves its
 modules' deltas by 1.9% on average (6% at most): the suites measured the exact mean on the H100
-and the cut one on the CPU.
+and the cut one on the CPU (two suites so far).
 
     python -m training.soup OUT ADAPTER ADAPTER [...] --base model.gguf [--rank R] [--weights 0.5,0.5]
 
@@ -18,6 +18,7 @@ OUT is a PEFT adapter folder in float32; `python -m training.ship OUT ...` makes
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -25,8 +26,6 @@ from pathlib import Path
 def soup(model, adapters: list[Path], weights: list[float] | None = None, rank: int | None = None):
     """`model`: the base (transformers); returns it as a PeftModel holding the soup alone, as
     its "default" adapter. rank None: the sum of the adapters' ranks (exact)."""
-    import json
-
     from peft import PeftModel
 
     if len(adapters) < 2:
