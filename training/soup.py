@@ -8,8 +8,8 @@ seeds), and averaging their deltas keeps what they agree on. On one H100 run (af
 mean of v9 and v11 passed 65/110 and the mean of v11 and v13 64/110, beside v11's 57/110.
 The mean of two rank-8 adapters is exactly a rank-16 one (17.6 MB as float16); the shipped one
 is cut to rank 14 (15.4 MB, under the 16 MB a shipped adapter may take), which moves its
-modules' deltas by 1.9% on average (6% at most): the suites measured the exact mean on the H100
-and the cut one on the CPU (two suites so far).
+modules' deltas by 1.9% on average (6% at most; `benchmarks/soup_cut.py`): the suites measured
+the exact mean on the H100 and the cut one on the CPU (three suites so far).
 
     python -m training.soup OUT ADAPTER ADAPTER [...] --base model.gguf [--rank R] [--weights 0.5,0.5]
 
@@ -21,6 +21,19 @@ import argparse
 import json
 import sys
 from pathlib import Path
+
+
+def deltas(folder: Path) -> dict:
+    """Each module's weight delta, scaling * B @ A in float64, read from a PEFT adapter folder's
+    own files (not through PEFT): what a soup is checked and measured against."""
+    import torch
+    from safetensors.torch import load_file
+
+    cfg = json.loads((Path(folder) / "adapter_config.json").read_text())
+    t = load_file(str(Path(folder) / "adapter_model.safetensors"))
+    scale = cfg["lora_alpha"] / cfg["r"]
+    return {k.removesuffix(".lora_A.weight"): scale * t[k.replace("lora_A", "lora_B")].double() @ t[k].double()
+            for k in t if k.endswith(".lora_A.weight")}
 
 
 def soup(model, adapters: list[Path], weights: list[float] | None = None, rank: int | None = None):

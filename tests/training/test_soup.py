@@ -1,25 +1,14 @@
-"""training.soup through its command: the soup's deltas, read back from the files it writes,
-against the mean of the adapters' deltas computed here from their own files (not by PEFT)."""
+"""training.soup through its command: the soup's deltas, read back from the files it writes
+(B @ A of the files, not through PEFT), against the mean of the adapters' deltas computed here."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file
 
 from tests.runtime.lora_fixtures import make_adapter
-from training.soup import main
-
-
-def deltas(folder: Path) -> dict[str, torch.Tensor]:
-    """Each module's weight delta, scaling * B @ A, in float64."""
-    cfg = json.loads((folder / "adapter_config.json").read_text())
-    t = load_file(str(folder / "adapter_model.safetensors"))
-    scale = cfg["lora_alpha"] / cfg["r"]
-    return {k.removesuffix(".lora_A.weight"): scale * t[k.replace("lora_A", "lora_B")].double() @ t[k].double()
-            for k in t if k.endswith(".lora_A.weight")}
+from training.soup import deltas, main
 
 
 @pytest.fixture(scope="module")
