@@ -44,7 +44,7 @@ def step_problems(plan: TurnPlan, turn: Turn, index: int) -> list[str]:
         if not step.calls:
             continue
         ran = [c for c in done.calls if not c.skipped]
-        if step.fails and all(c.ok for c in ran):
+        if step.fails and ran and all(c.ok for c in ran):      # none ran: the loop declined a repeat
             out.append(f"t{index}.{n}: planned to fail, but {[c.name for c in ran]} succeeded")
         if not step.fails and (len(ran) != len(step.calls) or not all(c.ok for c in ran)):
             out.append(f"t{index}.{n}: " + "; ".join(f"{c.name}: {c.result.get('error')}" for c in ran if not c.ok))

@@ -193,15 +193,18 @@ class SqlTurns:
         the table's columns) and the query is made again with the right one, or the schema is
         read first; or, in a new session (the note names the table, not its columns), the
         schema is read first. A model that invented the table's columns earlier must find them
-        again rather than guess twice."""
+        again rather than guess twice. After the failure the wrong query is sometimes sent once
+        more and declined by the loop as a repeat: what follows that refusal is learnt too
+        (small models sent the same failing query until made to answer, then made up a figure)."""
         t, rng = self.table, self.rng
         read = Step([("sql_query", {"db": t.db, "sql": f"SELECT sql FROM sqlite_master WHERE name = '{t.name}'"})])
-        if rng.random() < 0.12:
+        if rng.random() < 0.3:
             guess = "_".join(f.words.split()[:2])
             guess += "_value" if guess.lower() == f.name.lower() else ""      # SQLite names ignore case
             wrong = Step([("sql_query", {"db": t.db, "sql": sql.replace(f"SELECT {f.name}", f"SELECT {guess}")})],
                          fails=True, train=False)
-            return [wrong] + ([read] if rng.random() < 0.4 else [])
+            again = [wrong] if rng.random() < 0.35 else []
+            return [wrong] + again + ([read] if rng.random() < 0.4 else [])
         return [read] if self.new_session and rng.random() < 0.3 else []
 
     def lookup(self, plain: bool = False) -> TurnPlan:

@@ -135,6 +135,32 @@ def test_a_look_up_of_a_record_never_stored_answers_from_the_empty_result(shared
     assert turn.expect.answer_contains[0] in answer and re.search(r"\b(no|nothing)\b", answer, re.I), answer
 
 
+def test_a_guessed_column_sent_twice_is_declined_and_the_next_step_mends_it(shared, worker_url):
+    # the wrong query fails with the real columns named, is sent once more and declined by the
+    # loop as a repeat; the step learnt from is the one after that refusal, and it differs
+    registry, probe = shared
+    found = None
+    for i in range(400):
+        task = build(i, SEED, registry.openai_tools())
+        for t in task.turns:
+            pairs = list(zip(t.steps, t.steps[1:]))
+            if not t.faults and any(a.fails and b.calls == a.calls for a, b in pairs):
+                found = task, next(a.calls[0] for a, b in pairs if a.fails and b.calls == a.calls)
+                break
+        if found:
+            break
+    assert found, "no declined repeat of a guessed column in 400 tasks"
+    task, wrong = found
+    outcome = _play_with_card(task, worker_url, probe)
+    assert outcome.kept, outcome.problems
+    after = [r for r in outcome.examples if r["messages"][-1]["role"] == "tool"
+             and json.loads(r["messages"][-1]["content"]).get("error", "").startswith("not run again")]
+    assert after, "no step learnt after the declined repeat"
+    for r in after:
+        sent = [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in r["chosen"]["tool_calls"]]
+        assert wrong not in sent
+
+
 def _play_with_card(task, worker_url, probe):
     """Play `task` as generate.py does: a status turn reads the card this task's plan knows."""
     with runtime_stub() as runtime:
