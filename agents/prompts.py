@@ -44,6 +44,9 @@ def final_answer_tool(max_chars: int) -> dict:
 TOOL_ERROR_HINT = "Read the error, fix the arguments and call the tool again, or try another tool."
 REPEATED = ("not run again: this exact call was already made in this turn and its result is above. "
             "Do the next step, or give the answer.")
+LAST_REPEAT = ("not run again: this exact call was already made in this turn and its result is above. "
+               "No more calls this turn: answer from the results above, and say plainly what failed or "
+               "was not found rather than filling it in.")
 NOT_RUN = "not run: an earlier call in the same reply failed. Fix that one first, then make this call if still needed."
 REFUSED = "Your call could not be run, fix it and call again, or answer in plain text: "
 CUT_OFF = "Your reply was cut off at the token limit before the call was complete. Keep the arguments shorter."

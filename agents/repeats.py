@@ -4,7 +4,8 @@ that failed in a way another try cannot mend is not run again until some call ha
 since (an INSERT refused for a missing table stands once the CREATE TABLE ran). The model is
 told why. Past `limit` repeats in a
 turn the next step may only answer (tool_choice "none", or final_answer where the answer is
-a tool), so a loop on one call still ends in an answer."""
+a tool), so a loop on one call still ends in an answer. The step after a declined repeat is
+sampled at a wider temperature: at the usual low one the model mostly sends the same call again."""
 from __future__ import annotations
 
 from agents.model import Call
@@ -12,29 +13,41 @@ from agents.prompts import FINAL_ANSWER_NAME
 
 
 class RepeatGuard:
-    def __init__(self, limit: int = 1, answer_tool: bool = False):
-        self.limit, self.answer_tool = limit, answer_tool
+    def __init__(self, limit: int = 1, answer_tool: bool = False, wide: float = 0.0):
+        self.limit, self.answer_tool, self.wide = limit, answer_tool, wide
         self.keys: set[tuple[str, str]] = set()        # succeeded this turn
         self.failed: set[tuple[str, str]] = set()      # failed for good, since the last success
         self.repeats = 0
+        self.stuck = False                             # the last call proposed was declined
 
     def seen(self, call: Call) -> bool:
         """Whether `call` was made before in this turn with a result that stands."""
         if call.key in self.keys or call.key in self.failed:
             self.repeats += 1
+            self.stuck = True
             return True
         return False
 
     def done(self, call: Call, result: dict) -> None:
         """Record a call's result: a success may have changed what an earlier failure met, so
         it reopens those; a retryable failure stays open to another try."""
+        self.stuck = False
         if result.get("ok"):
             self.keys.add(call.key)
             self.failed.clear()
         elif not result.get("retryable"):
             self.failed.add(call.key)
 
+    def temperature(self, base: float) -> float:
+        """The next step's sampling temperature: `wide` (where higher) right after a declined
+        repeat, unless that step may only answer."""
+        return max(base, self.wide) if self.stuck and not self.must_answer() else base
+
+    def must_answer(self) -> bool:
+        """Past `limit` repeats: the next step may only answer."""
+        return self.repeats > self.limit
+
     def tool_choice(self) -> str | dict:
-        if self.repeats > self.limit:
+        if self.must_answer():
             return {"type": "function", "function": {"name": FINAL_ANSWER_NAME}} if self.answer_tool else "none"
         return "required" if self.answer_tool else "auto"

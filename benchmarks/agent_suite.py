@@ -17,6 +17,7 @@ skips the suites whose record at this commit is there. Full reports and transcri
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -33,6 +34,7 @@ sys.path.insert(0, str(REPO))
 
 from agents import report as suite_report  # noqa: E402
 from agents.checks import Probe  # noqa: E402
+from agents.config import AgentConfig  # noqa: E402
 from agents.model import ChatModel  # noqa: E402
 from agents.runner import SuiteRunner  # noqa: E402
 from agents.suite import load, names  # noqa: E402
@@ -103,7 +105,8 @@ def short(model: str) -> str:
 
 
 def key(r: dict) -> tuple:
-    return r["suite"], r["model"], r["backend"], r.get("adapter"), r["commit"], r.get("cpu_kernels")
+    return r["suite"], r["model"], r["backend"], r.get("adapter"), r["commit"], r.get("cpu_kernels"), \
+        json.dumps(r.get("agent") or {}, sort_keys=True)
 
 
 def run_model(model: str, args, data: dict, save) -> None:
@@ -129,7 +132,7 @@ def run_model(model: str, args, data: dict, save) -> None:
         probe = Probe(stack.urls.worker, registry)
         for suite_name in todo:
             runner = SuiteRunner(load(suite_name), ChatModel(stack.urls.runtime), registry, probe,
-                                 {"temperature": args.temperature})
+                                 {"temperature": args.temperature, **args.agent})
             print(f"{model} ({args.backend}) {suite_name}: {len(args.seed_list)} seeds...", flush=True)
             result = runner.run(args.seed_list, args.parallel)
             served = runner.info.get("backend")
@@ -141,7 +144,7 @@ def run_model(model: str, args, data: dict, save) -> None:
                    "revision": runner.info.get("revision"), "adapter": args.adapter,
                    "backend": served or args.backend, "device": args.device, "commit": args.commit,
                    "date": time.strftime("%Y-%m-%d"), "temperature": args.temperature, "parallel": args.parallel,
-                   "cpu_kernels": args.kernels, **record(result)}
+                   "cpu_kernels": args.kernels, "agent": args.agent or None, **record(result)}
             data["records"] = [r for r in data["records"] if key(r) != key(new)] + [new]
             save()
 
@@ -211,12 +214,21 @@ def main(argv=None) -> int:
     p.add_argument("--home", type=Path, default=REPO / ".samevm" / "bench" / "agent_suite")
     p.add_argument("--models-home", type=Path, default=REPO / ".samevm", help="where `samevm models fetch` put them")
     p.add_argument("--out", type=Path, default=RESULTS / "agent_suite.json")
+    p.add_argument("--agent", nargs="+", default=[], metavar="KEY=VALUE",
+                   help="agent settings over the suites' own (AgentConfig fields, e.g. repeat_temperature=0); recorded")
     p.add_argument("--resume", action="store_true", help="skip the suites whose record at this commit is in --out")
     args = p.parse_args(argv)
     unknown = set(args.suites) - set(names())
     if unknown:
         p.error(f"unknown suites {sorted(unknown)}; known: {', '.join(names())}")
     args.seed_list = list(range(args.seeds))
+    try:
+        args.agent = {k: json.loads(v) for k, _, v in (a.partition("=") for a in args.agent)}
+    except json.JSONDecodeError as e:
+        p.error(f"--agent values are JSON (numbers, true/false, quoted strings): {e}")
+    unknown = set(args.agent) - {f.name for f in dataclasses.fields(AgentConfig)}
+    if unknown:
+        p.error(f"unknown agent settings {sorted(unknown)}")
     if args.lora:
         from training.adapter import adapter_label
         args.adapter = args.adapter or adapter_label(args.lora)
