@@ -14,7 +14,6 @@ class AgentConfig:
     seed: int | None = None
     parallel_calls: bool = True    # a reply may hold several calls, run in the order written
     max_repeats: int = 1           # repeated calls tolerated; past that the next step must answer
-    repeat_temperature: float = 1.0  # the step after a declined repeat samples at least this wide
     tool_retries: int = 1          # retryable tool failures retried before the model sees them
     retry_backoff_s: float = 0.1   # times the attempt number
     observation_chars: int = 1200  # a tool result is cut to this for the model
@@ -23,6 +22,6 @@ class AgentConfig:
 
     def __post_init__(self):
         if self.max_steps < 1 or self.max_errors < 0 or self.max_tokens < 1 or self.answer_chars < 1 or self.tool_retries < 0 \
-                or self.max_repeats < 0 or self.repeat_temperature < 0:
-            raise ValueError("max_steps and max_tokens must be >= 1; max_errors, max_repeats, "
-                             "repeat_temperature and tool_retries >= 0")
+                or self.max_repeats < 0:
+            raise ValueError("max_steps and max_tokens must be >= 1; max_errors, max_repeats and "
+                             "tool_retries >= 0")

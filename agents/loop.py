@@ -49,14 +49,14 @@ class Agent:
         offered = prompts.strict(tools) + ([prompts.final_answer_tool(cfg.answer_chars)] if cfg.answer_tool else [])
         messages = self.conversation.messages(self.system, user)
         new = messages[-1:]                    # this turn's messages, kept in the conversation
-        guard, errors = RepeatGuard(cfg.max_repeats, cfg.answer_tool, cfg.repeat_temperature), 0
+        guard, errors = RepeatGuard(cfg.max_repeats, cfg.answer_tool), 0
         while len(turn.steps) < cfg.max_steps and errors <= cfg.max_errors:
-            choice, temperature = guard.tool_choice(), guard.temperature(cfg.temperature)
-            reply = self.model.complete(messages + new[1:], offered, choice, cfg.max_tokens, temperature,
+            choice = guard.tool_choice()
+            reply = self.model.complete(messages + new[1:], offered, choice, cfg.max_tokens, cfg.temperature,
                                         None if cfg.seed is None else cfg.seed + len(turn.steps),
                                         parallel=cfg.parallel_calls,
                                         text_regex=prompts.ANSWER_REGEX if choice == "none" else None)
-            step = self._step(len(turn.steps) + 1, choice, temperature, reply)
+            step = self._step(len(turn.steps) + 1, choice, reply)
             turn.steps.append(step)
             calls = [c for c in reply.calls if c.name != prompts.FINAL_ANSWER_NAME]
             answer = prompts.final_answer(reply.calls) if reply.calls else reply.content.strip() or None
@@ -82,10 +82,9 @@ class Agent:
         self.conversation.add(new)
         return turn
 
-    def _step(self, number: int, choice: str | dict, temperature: float, reply: Reply) -> ActionStep:
+    def _step(self, number: int, choice: str | dict, reply: Reply) -> ActionStep:
         label = choice if isinstance(choice, str) else "named:" + choice["function"]["name"]
-        return ActionStep(number=number, tool_choice=label, temperature=temperature, kind="calls",
-                          content=reply.content,
+        return ActionStep(number=number, tool_choice=label, kind="calls", content=reply.content,
                           finish_reason=reply.finish_reason, awareness=reply.awareness,
                           prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
                           latency_s=reply.latency_s)

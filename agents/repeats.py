@@ -4,8 +4,7 @@ that failed in a way another try cannot mend is not run again until some call ha
 since (an INSERT refused for a missing table stands once the CREATE TABLE ran). The model is
 told why. Past `limit` repeats in a
 turn the next step may only answer (tool_choice "none", or final_answer where the answer is
-a tool), so a loop on one call still ends in an answer. The step after a declined repeat is
-sampled at a wider temperature: at the usual low one the model mostly sends the same call again."""
+a tool), so a loop on one call still ends in an answer."""
 from __future__ import annotations
 
 from agents.model import Call
@@ -13,35 +12,27 @@ from agents.prompts import FINAL_ANSWER_NAME
 
 
 class RepeatGuard:
-    def __init__(self, limit: int = 1, answer_tool: bool = False, wide: float = 0.0):
-        self.limit, self.answer_tool, self.wide = limit, answer_tool, wide
+    def __init__(self, limit: int = 1, answer_tool: bool = False):
+        self.limit, self.answer_tool = limit, answer_tool
         self.keys: set[tuple[str, str]] = set()        # succeeded this turn
         self.failed: set[tuple[str, str]] = set()      # failed for good, since the last success
         self.repeats = 0
-        self.stuck = False                             # the last call proposed was declined
 
     def seen(self, call: Call) -> bool:
         """Whether `call` was made before in this turn with a result that stands."""
         if call.key in self.keys or call.key in self.failed:
             self.repeats += 1
-            self.stuck = True
             return True
         return False
 
     def done(self, call: Call, result: dict) -> None:
         """Record a call's result: a success may have changed what an earlier failure met, so
         it reopens those; a retryable failure stays open to another try."""
-        self.stuck = False
         if result.get("ok"):
             self.keys.add(call.key)
             self.failed.clear()
         elif not result.get("retryable"):
             self.failed.add(call.key)
-
-    def temperature(self, base: float) -> float:
-        """The next step's sampling temperature: `wide` (where higher) right after a declined
-        repeat, unless that step may only answer."""
-        return max(base, self.wide) if self.stuck and not self.must_answer() else base
 
     def must_answer(self) -> bool:
         """Past `limit` repeats: the next step may only answer."""

@@ -26,8 +26,7 @@ def turn_transcript(turn: dict) -> str:
              f"{'PASS' if turn['passed'] else 'FAIL'}",
              f"USER: {turn['user'].strip()}"]
     for step in turn["steps"]:
-        head = f"  step {step['number']} [{step['kind']}, tool_choice {step['tool_choice']}, " \
-            f"temperature {step['temperature']:g}, {step['latency_s']:.1f} s]"
+        head = f"  step {step['number']} [{step['kind']}, tool_choice {step['tool_choice']}, {step['latency_s']:.1f} s]"
         lines.append(head)
         if step["content"] and step["kind"] != "answer":
             lines.append(f"    model: {clip(step['content'], 300)}")

@@ -35,7 +35,6 @@ class ToolCallRecord:
 class ActionStep:
     number: int
     tool_choice: str
-    temperature: float
     kind: StepKind
     content: str                   # the model's text (for a malformed call, what it wrote)
     calls: list[ToolCallRecord] = field(default_factory=list)
