@@ -17,7 +17,7 @@ reply as calls stands only if they all succeeded. Bugs in our code and an unreac
 from __future__ import annotations
 
 import time
-from typing import Protocol
+from typing import Callable, Protocol
 
 from agents import prompts
 from agents.config import AgentConfig
@@ -35,8 +35,9 @@ class Tools(Protocol):
 
 class Agent:
     def __init__(self, model: ChatModel, tools: Tools, config: AgentConfig | None = None,
-                 system: str = prompts.SYSTEM, conversation: Conversation | None = None):
-        self.model, self.tools = model, tools
+                 system: str = prompts.SYSTEM, conversation: Conversation | None = None,
+                 tables: Callable[[], str] | None = None):
+        self.model, self.tools, self.tables = model, tools, tables
         self.config = config or AgentConfig()
         self.system = system
         self.conversation = conversation if conversation is not None else Conversation()
@@ -47,7 +48,8 @@ class Agent:
         cfg = self.config
         turn, start = Turn(user=user, stop="max_steps"), time.monotonic()
         offered = prompts.strict(tools) + ([prompts.final_answer_tool(cfg.answer_chars)] if cfg.answer_tool else [])
-        messages = self.conversation.messages(self.system, user)
+        system = self.system + (prompts.kept_tables(self.tables()) if cfg.tables_in_prompt and self.tables else "")
+        messages = self.conversation.messages(system, user)
         new = messages[-1:]                    # this turn's messages, kept in the conversation
         guard, errors = RepeatGuard(cfg.max_repeats, cfg.answer_tool), 0
         while len(turn.steps) < cfg.max_steps and errors <= cfg.max_errors:

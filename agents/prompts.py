@@ -17,6 +17,13 @@ SYSTEM = (
     "in plain sentences."
 )
 
+
+
+def kept_tables(summary: str) -> str:
+    """The system prompt's last line when the agent has SQLite tables (tables_in_prompt)."""
+    return f"\n\nYour SQLite tables so far (database: table(columns)): {summary}." if summary else ""
+
+
 FINAL_ANSWER_NAME = "final_answer"
 # An answer does not open like JSON, a tag or a code fence and holds no JSON object (no `{`
 # before a `"`), so a reply forced to be the answer cannot paste a call or a result back, not

@@ -16,6 +16,7 @@ import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, fields
+from functools import partial
 from types import SimpleNamespace
 from typing import Callable
 
@@ -27,6 +28,7 @@ from agents.model import ChatModel, ModelError
 from agents.state import Conversation
 from agents.steps import Turn
 from agents.suite import Suite
+from tools.sql import kept_tables
 
 
 def offered(registry, names: list[str] | None) -> list[dict]:
@@ -48,6 +50,12 @@ def within(registry, namespace: str):
     for tool in registry.tools.values():
         scoped.add(tool)
     return scoped
+
+
+def table_lister(tools) -> Callable[[], str] | None:
+    """What lists the SQLite tables a registry's context keeps (the loop's tables_in_prompt)."""
+    ctx = getattr(tools, "context", None)
+    return None if ctx is None else partial(kept_tables, ctx)
 
 
 def filler(info: dict, seed: int) -> Callable[[str], str]:
@@ -115,7 +123,7 @@ class SuiteRunner:
     def _play(self, seed: int, tools: FaultyTools, probe: Probe, fill: Callable[[str], str]) -> dict:
         mark = probe.memory_mark() if any(t.expect.memory for t in self.suite.turns) else 0
         config = agent_config(self.suite, {**self.overrides, "seed": seed * 1000})
-        agent = Agent(self.model, tools, config, conversation=Conversation())
+        agent = Agent(self.model, tools, config, conversation=Conversation(), tables=table_lister(tools))
         turns, error = [], None
         start = time.monotonic()
         for spec in self.suite.turns:

@@ -8,6 +8,7 @@ from collections import OrderedDict
 from agents.config import AgentConfig
 from agents.loop import Agent
 from agents.model import ChatModel
+from agents.runner import table_lister
 from console.config import ConsoleConfig
 from tools.context import ToolContext
 from tools.toolsets import build_registry
@@ -31,7 +32,7 @@ class ConsoleState:
         with self._lock:
             agent = self._agents.pop(conversation, None)
             if agent is None:
-                agent = Agent(self.model(), self.registry, config)
+                agent = Agent(self.model(), self.registry, config, tables=table_lister(self.registry))
             agent.config = config                 # the page's current settings apply from this turn on
             self._agents[conversation] = agent
             while len(self._agents) > MAX_CONVERSATIONS:

@@ -7,7 +7,7 @@ maps them to the worker's."""
 from __future__ import annotations
 
 import re
-from tools.context import ToolContext, ToolError
+from tools.context import NAMESPACE_SEP, ToolContext, ToolError
 from tools.registry import Registry
 
 MAX_ROWS = 50          # rows shown to the model; the rest is counted, not pasted into its context
@@ -34,6 +34,25 @@ def rows_result(result: dict, max_rows: int = MAX_ROWS) -> dict:
     if len(rows) > max_rows or result.get("truncated"):
         out["truncated"] = True
     return out
+
+
+def kept_tables(ctx: ToolContext, max_chars: int = 600) -> str:
+    """The SQLite tables of the context's namespace with their columns, named as the model
+    names them ("budget: spending(item, price, date)"), cut to `max_chars`; "" when none, or
+    when the worker cannot say (the list is an aid: a turn goes on without it)."""
+    try:
+        databases = ctx.worker("GET", "/v1/sql/databases", params={"tables": "true"})["databases"]
+    except ToolError:
+        return ""
+    out = []
+    for d in databases:
+        name = d["name"]
+        if not d.get("tables") or (ctx.prefix and not name.startswith(ctx.prefix)) or \
+                (not ctx.prefix and NAMESPACE_SEP in name):
+            continue
+        out += [f"{ctx.unscoped(name)}: {t}({', '.join(cols)})" for t, cols in d["tables"].items()]
+    text = "; ".join(out)
+    return text if len(text) <= max_chars else text[:max_chars - 3] + "..."
 
 
 def register(registry: Registry) -> None:

@@ -16,7 +16,7 @@ from agents.config import AgentConfig
 from agents.faults import FaultyTools
 from agents.loop import Agent
 from agents.model import ModelError
-from agents.runner import within
+from agents.runner import table_lister, within
 from agents.steps import Turn
 from tools.registry import Registry
 from tuning.oracle import Exchange, Oracle, OracleError, Recorder
@@ -74,7 +74,7 @@ def play(task: Task, registry: Registry, probe: Probe, model=None, config: Agent
         checker.clear()
         faulty = FaultyTools(tools, [f for t in task.turns for f in t.faults])
         player = Oracle(task.namespace) if model is None else Recorder(model)
-        agent = Agent(player, faulty, config or AgentConfig(), system=task.system)
+        agent = Agent(player, faulty, config or AgentConfig(), system=task.system, tables=table_lister(tools))
         for i, plan in enumerate(task.turns):
             if plan.new_session:
                 agent.conversation.reset()

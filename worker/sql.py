@@ -75,10 +75,26 @@ class SqlService:
         self._engines: dict[tuple[str, bool], Engine] = {}
         self._lock = threading.Lock()
 
-    def databases(self) -> list[dict]:
+    def databases(self, tables: bool = False) -> list[dict]:
+        """The SQLite files and configured URLs; with `tables`, each SQLite database's tables
+        and their columns too."""
         files = sorted(p.stem for p in self.sql_dir.glob("*.db")) if self.sql_dir.is_dir() else []
-        return [{"name": n, "kind": "sqlite", "path": str(self.sql_dir / f"{n}.db")} for n in files] + \
+
+        def readable(db: str) -> dict[str, list[str]] | None:
+            try:
+                return self.tables(db)
+            except sqlite3.Error:          # not a database, or locked: listed without its tables
+                return None
+        return [{"name": n, "kind": "sqlite", "path": str(self.sql_dir / f"{n}.db"),
+                 **({"tables": readable(n)} if tables else {})} for n in files] + \
                [{"name": n, "kind": "url", "dialect": u.split(":", 1)[0]} for n, u in sorted(self.urls.items())]
+
+    def tables(self, db: str) -> dict[str, list[str]]:
+        """Table name -> column names of SQLite database `db`, read-only; raises sqlite3.Error."""
+        with sqlite3.connect(f"file:{self.sql_dir / f'{db}.db'}?mode=ro", uri=True, timeout=1) as conn:
+            names = [r[0] for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+            return {n: [c[1] for c in conn.execute(f"PRAGMA table_info({_quote(n)})")] for n in names}
 
     def _engine(self, db: str, readonly: bool) -> Engine:
         if db not in self.urls and not _NAME.fullmatch(db):
@@ -173,13 +189,8 @@ class SqlService:
 
     def schema_hint(self, db: str) -> str:
         """The tables of SQLite database `db` with their columns, in a few hundred characters."""
-        path = self.sql_dir / f"{db}.db"
         try:
-            with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1) as conn:
-                names = [r[0] for r in conn.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
-                tables = [f"{n}({', '.join(c[1] for c in conn.execute(f'PRAGMA table_info({_quote(n)})'))})"
-                          for n in names]
+            tables = [f"{n}({', '.join(cols)})" for n, cols in self.tables(db).items()]
         except sqlite3.Error:
             return "its tables could not be read"
         if not tables:

@@ -98,3 +98,16 @@ def test_a_missing_table_or_column_is_answered_with_what_the_database_has(client
     assert r.status_code == 400 and "charges(" not in r.json()["error"]["message"]
     r = query(client, "SELECT 1", db="other")
     assert r.status_code == 404 and "databases: notes" in r.json()["error"]["message"]
+
+
+def test_databases_can_list_their_tables_and_columns(client, tmp_path):
+    exec_(client, "CREATE TABLE spending (item TEXT, price REAL, date TEXT)")
+    exec_(client, "CREATE TABLE budgets (month TEXT, cap REAL)", db="plans")
+    (tmp_path / "home" / "sql" / "junk.db").write_bytes(b"not a database at all" * 100)
+    plain = client.get("/v1/sql/databases").json()["databases"]
+    assert all("tables" not in d for d in plain)
+    r = client.get("/v1/sql/databases", params={"tables": "true"})
+    assert r.status_code == 200, r.text
+    listed = {d["name"]: d["tables"] for d in r.json()["databases"]}
+    assert listed == {"junk": None, "notes": {"spending": ["item", "price", "date"]},
+                      "plans": {"budgets": ["month", "cap"]}}

@@ -49,6 +49,7 @@ def query(req: QueryRequest, sql: SqlDep):
 
 
 @router.get("/databases")
-def databases(sql: SqlDep) -> dict:
-    """The databases that exist or are configured."""
-    return {"databases": sql.databases()}
+def databases(sql: SqlDep, tables: bool = False) -> dict:
+    """The databases that exist or are configured; `?tables=true` adds each SQLite database's
+    tables and their columns."""
+    return {"databases": sql.databases(tables)}
