@@ -17,7 +17,7 @@ class AgentConfig:
     tool_retries: int = 1          # retryable tool failures retried before the model sees them
     retry_backoff_s: float = 0.1   # times the attempt number
     observation_chars: int = 1200  # a tool result is cut to this for the model
-    tables_in_prompt: bool = False # the system prompt lists the SQLite tables kept so far, with their columns
+    tables_in_prompt: bool = True  # the system prompt lists the SQLite tables kept so far, with their columns
     answer_tool: bool = False      # answer by calling final_answer (every step must call) instead of in text
     answer_chars: int = 1500       # the longest final answer the grammar admits (answer_tool)
 

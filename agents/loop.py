@@ -13,6 +13,10 @@ A model's mistake becomes an observation: a failed tool (its error, after `tool_
 retries of a retryable one), a call already made this turn (not run again: see repeats.py),
 a reply cut at max_tokens, a call the server refused to promote. An answer given in the same
 reply as calls stands only if they all succeeded. Bugs in our code and an unreachable runtime raise.
+
+Each turn's system prompt ends with the SQLite tables kept so far and their columns
+(`tables_in_prompt`, read through `tables`): in a new session a small model otherwise guessed
+the columns of a table it had made itself.
 """
 from __future__ import annotations
 
