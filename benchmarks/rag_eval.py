@@ -14,10 +14,12 @@ the share of letters in 20+-letter "words") and ingested into a collection of it
 all PDFs together (extractors named in --subset-extractors: only the --subset PDFs, to
 spare embedding time on PDFs where all extractors give the same words); the default
 extractor's collection is then searched with every retrieval setting, the others with
-the default setting and plain vector search. A hit counts when its file name equals the question's source and its
+the default setting and plain vector search. With --chunkings (192/48,128/64: chunk tokens/overlap)
+the default extractor's text is also cut at each size into a collection of its own and searched
+with the default setting. A hit counts when its file name equals the question's source and its
 page is one of `pages`; a hard negative counts when one of its pages ranks above the
 first right hit. Writes benchmarks/results/rag_eval.json: one record per (extractor,
-setting) with recall@1/3/5/10, MRR@10, search latency, and the same per PDF and per answer
+setting, chunking) with recall@1/3/5/10, MRR@10, search latency, and the same per PDF and per answer
 position (`per_position`: the questions labelled "mid" or "end" of their page, and the
 unmarked ones); the record of the default extractor and settings carries "default": true.
 
@@ -155,7 +157,7 @@ SETTINGS = [   # (name, mode, rerank, fusion, SearchSettings changes)
     ("bm25", "bm25", None, None, OLD),
     ("hybrid rrf", "hybrid", None, "rrf", OLD),
     ("the old default: hybrid rrf + embedding rerank", "hybrid", "embedding", "rrf", OLD),
-    *[(f"hybrid convex alpha={a}", "hybrid", None, "convex", {"alpha": a}) for a in (0.5, 0.6, 0.7, 0.8)],
+    *[(f"hybrid convex alpha={a}", "hybrid", None, "convex", {"alpha": a}) for a in (0.5, 0.6, 0.65, 0.7, 0.75, 0.8)],
     ("hybrid convex, chunks of a page not limited", "hybrid", None, "convex", OLD),
     *[(f"hybrid convex + prf weight={w} top={t}", "hybrid", PRF, "convex", {"prf_weight": w, "prf_top": t})
       for w in (0.3, 0.5) for t in (3, 5)],
@@ -188,6 +190,12 @@ def llm_runtime(index, url: str) -> dict:
             "concurrent_requests": min(reranker.parallel, index.settings.rerank_top), "max_doc_chars": reranker.max_doc_chars}
 
 
+def chunking(text: str) -> tuple[int, int]:
+    """'192/48' -> (192, 48): chunk tokens and overlap."""
+    tokens, overlap = text.split("/")
+    return int(tokens), int(overlap)
+
+
 def installed(package: str) -> str | None:
     """The package's version, None where it is not installed (a GPU machine lacked pdfminer.six
     and the run's records were lost at the last line)."""
@@ -216,6 +224,8 @@ def main() -> int:
                         "only the settings whose label holds one, e.g. 'query-phrase' for the bonus-off control")
     p.add_argument("--chunk-tokens", type=int, default=128)
     p.add_argument("--chunk-overlap", type=int, default=32)
+    p.add_argument("--chunkings", default="", help="more TOKENS/OVERLAP cuts of the default extractor's text "
+                   "(comma-separated), each indexed apart and searched with the default setting")
     p.add_argument("--pdfs", type=Path, help="folder of the PDFs (package/name or name; default HOME/pdfs)")
     p.add_argument("--llm-rerank-url", help="also rerank the default's hits with this runtime's chat model")
     p.add_argument("--llm-rerank-model", help="the model name to ask for (default: the first it lists)")
@@ -229,7 +239,7 @@ def main() -> int:
     settings = WorkerSettings(home=args.home, runtime_url=args.llm_rerank_url, runtime_model=args.llm_rerank_model,
                               chunk_tokens=args.chunk_tokens, chunk_overlap=args.chunk_overlap)
     index = Services(settings).rag
-    defaults = index.settings
+    defaults, defaults_cut = index.settings, (index.chunk_tokens, index.chunk_overlap)
     extractors, results = {}, []
     subset_extractors = set(filter(None, args.subset_extractors.split(",")))
     for name in args.measure.split(","):
@@ -262,19 +272,31 @@ def main() -> int:
             runs = [DEFAULT_SETTING, *(r for r in SETTINGS if any(w in r[0] for w in wanted))]
         if args.llm_rerank_url and name == extract.DEFAULT:
             runs = [*runs, *(llm_setting(int(top)) for top in args.llm_rerank_top.split(","))]
-        for label, mode, rerank, fusion, changes in runs:
-            index.settings = replace(defaults, **changes)
-            r = evaluate(index, questions, collection, mode, rerank, fusion)
-            is_default = (name == extract.DEFAULT and (mode, rerank, fusion) == DEFAULT_SETTING[1:4]
-                          and index.settings == defaults)
-            results.append({"extractor": name, "setting": label, "pdfs": sorted({q["source"] for q in questions}), "mode": mode, "rerank": rerank, "fusion": fusion,
-                            **({"default": True} if is_default else {}), **asdict(index.settings), **r,
-                            "chunks": chunks,
-                            **({"llm_rerank": llm_runtime(index, args.llm_rerank_url)} if rerank == "llm" else {})})
-            print(f"{name:12s} {label:48s} " + " ".join(f"{k}={r[k]}" for k in ("recall@1", "recall@5", "mrr@10",
-                  "search_ms_median")) + "  min R@5/MRR per pdf " +
-                  f"{min(v['recall@5'] for v in r['per_pdf'].values())}/{min(v['mrr@10'] for v in r['per_pdf'].values())}",
-                  file=sys.stderr)
+        cuts = [(index.chunk_tokens, index.chunk_overlap, collection, runs)]
+        if name == extract.DEFAULT:
+            cuts += [(t, o, f"{collection}-{t}x{o}", [DEFAULT_SETTING])
+                     for t, o in map(chunking, filter(None, args.chunkings.split(",")))]
+        for tokens, overlap, where, searches in cuts:
+            if where != collection:
+                index.chunk_tokens, index.chunk_overlap = tokens, overlap
+                index.ingest_many(docs, where)
+                index.chunk_tokens, index.chunk_overlap = defaults_cut
+            count = index.corpus(where).count
+            for label, mode, rerank, fusion, changes in searches:
+                index.settings = replace(defaults, **changes)
+                r = evaluate(index, questions, where, mode, rerank, fusion)
+                is_default = (name == extract.DEFAULT and (mode, rerank, fusion) == DEFAULT_SETTING[1:4]
+                              and index.settings == defaults and where == collection)
+                label = label if where == collection else f"{label}, {tokens}-token chunks, overlap {overlap}"
+                results.append({"extractor": name, "setting": label, "pdfs": sorted({q["source"] for q in questions}),
+                                "mode": mode, "rerank": rerank, "fusion": fusion,
+                                **({"default": True} if is_default else {}), **asdict(index.settings), **r,
+                                "chunks": count, "chunk_tokens": tokens, "chunk_overlap": overlap,
+                                **({"llm_rerank": llm_runtime(index, args.llm_rerank_url)} if rerank == "llm" else {})})
+                print(f"{name:12s} {label:48s} " + " ".join(f"{k}={r[k]}" for k in ("recall@1", "recall@5", "mrr@10",
+                      "search_ms_median")) + "  min R@5/MRR per pdf " +
+                      f"{min(v['recall@5'] for v in r['per_pdf'].values())}/{min(v['mrr@10'] for v in r['per_pdf'].values())}",
+                      file=sys.stderr)
         index.settings = defaults
     load = os.getloadavg()
     report = {
