@@ -16,7 +16,8 @@ reply as calls stands only if they all succeeded. Bugs in our code and an unreac
 
 Each turn's system prompt ends with the SQLite tables kept so far and their columns
 (`tables_in_prompt`, read through `tables`): in a new session a small model otherwise guessed
-the columns of a table it had made itself.
+the columns of a table it had made itself. The line changes only when a table does, and then
+the runtime's prefix cache prefills the conversation again.
 """
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ class Agent:
         cfg = self.config
         turn, start = Turn(user=user, stop="max_steps"), time.monotonic()
         offered = prompts.strict(tools) + ([prompts.final_answer_tool(cfg.answer_chars)] if cfg.answer_tool else [])
-        system = self.system + (prompts.kept_tables(self.tables()) if cfg.tables_in_prompt and self.tables else "")
+        system = self.system + (prompts.tables_line(self.tables()) if cfg.tables_in_prompt and self.tables else "")
         messages = self.conversation.messages(system, user)
         new = messages[-1:]                    # this turn's messages, kept in the conversation
         guard, errors = RepeatGuard(cfg.max_repeats, cfg.answer_tool), 0

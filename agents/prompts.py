@@ -18,8 +18,7 @@ SYSTEM = (
 )
 
 
-
-def kept_tables(summary: str) -> str:
+def tables_line(summary: str) -> str:
     """The system prompt's last line when the agent has SQLite tables (tables_in_prompt)."""
     return f"\n\nYour SQLite tables so far (database: table(columns)): {summary}." if summary else ""
 

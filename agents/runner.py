@@ -16,7 +16,6 @@ import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, fields
-from functools import partial
 from types import SimpleNamespace
 from typing import Callable
 
@@ -28,7 +27,7 @@ from agents.model import ChatModel, ModelError
 from agents.state import Conversation
 from agents.steps import Turn
 from agents.suite import Suite
-from tools.sql import kept_tables
+from tools.sql import table_lister
 
 
 def offered(registry, names: list[str] | None) -> list[dict]:
@@ -50,12 +49,6 @@ def within(registry, namespace: str):
     for tool in registry.tools.values():
         scoped.add(tool)
     return scoped
-
-
-def table_lister(tools) -> Callable[[], str] | None:
-    """What lists the SQLite tables a registry's context keeps (the loop's tables_in_prompt)."""
-    ctx = getattr(tools, "context", None)
-    return None if ctx is None else partial(kept_tables, ctx)
 
 
 def filler(info: dict, seed: int) -> Callable[[str], str]:

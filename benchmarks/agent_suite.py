@@ -105,15 +105,25 @@ def short(model: str) -> str:
 
 
 def key(r: dict) -> tuple:
-    return r["suite"], r["model"], r["backend"], r.get("adapter"), r["commit"], r.get("cpu_kernels"), \
-        json.dumps(r.get("agent") or {}, sort_keys=True)
+    """What a record measured: a new run of the same key replaces it."""
+    return r["suite"], r["model"], r["backend"], r.get("adapter"), r["commit"], r.get("cpu_kernels"), agent(r)
+
+
+def slot(r: dict) -> tuple:
+    """(suite, model, backend, adapter, agent settings): one bar of the chart, its newest record."""
+    return r["suite"], r["model"], r["backend"], r.get("adapter"), agent(r)
+
+
+def agent(r: dict) -> str:
+    return json.dumps(r.get("agent") or {}, sort_keys=True)
 
 
 def run_model(model: str, args, data: dict, save) -> None:
     """The model's suites on one stack; a suite whose record at this commit exists is skipped
     with --resume."""
     def done(suite: str) -> bool:
-        mine = (suite, model, args.backend, args.adapter, args.commit, args.kernels)
+        mine = key({"suite": suite, "model": model, "backend": args.backend, "adapter": args.adapter,
+                    "commit": args.commit, "cpu_kernels": args.kernels, "agent": args.agent})
         return any(key(r) == mine and r["seeds"] == args.seed_list and r["temperature"] == args.temperature
                    for r in data["records"])
 
@@ -150,36 +160,36 @@ def run_model(model: str, args, data: dict, save) -> None:
 
 
 def newest(records: list[dict]) -> dict[tuple, dict]:
-    """The newest record of each (suite, model, backend, adapter), by date then file order."""
+    """The newest record of each slot, by date then file order."""
     out: dict[tuple, dict] = {}
     for r in sorted(records, key=lambda r: r["date"]):
-        out[key(r)[:4]] = r
+        out[slot(r)] = r
     return out
 
 
 def plot(records: list[dict], path: Path, last: int = 6) -> None:
-    """Pass rates per suite of the `last` series (model, backend, adapter) measured most
+    """Pass rates per suite of the `last` series (model, backend, adapter, agent settings) measured most
     recently (file order): the file keeps every adapter ever tried, a chart of them all is unreadable."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     latest = newest(records)
-    order = {key(r)[1:4]: i for i, r in enumerate(records)}       # a series' last place in the file
+    order = {slot(r)[1:]: i for i, r in enumerate(records)}       # a series' last place in the file
     recent = set(sorted(order, key=order.get)[-last:])
     latest = {k: v for k, v in latest.items() if k[1:] in recent}
     suites = sorted({k[0] for k in latest})
     series = sorted({k[1:] for k in latest}, key=str)
     height = 0.8 / max(1, len(series))
     fig, ax = plt.subplots(figsize=(9, 1.2 + 0.5 * len(suites) * max(1, len(series)) ** 0.5))
-    for i, (model, backend, adapter) in enumerate(series):
+    for i, (model, backend, adapter, settings) in enumerate(series):
         ys = [j + i * height for j in range(len(suites))]
-        cells = [latest.get((s, model, backend, adapter)) for s in suites]
+        cells = [latest.get((s, model, backend, adapter, settings)) for s in suites]
         rates = [c["pass_rate"] if c else 0.0 for c in cells]
         name, _, digest = (adapter or "").partition("@sha256:")
         commits = sorted({c["commit"] for c in cells if c})
         label = f"{short(model)} {backend}" + (f" + {name}" + (f"@{digest[:8]}" if digest else "") if adapter else "") \
-            + f" ({', '.join(commits)})"
+            + (f" {settings}" if settings != "{}" else "") + f" ({', '.join(commits)})"
         ax.barh(ys, rates, height=height, label=label)
         for y, c in zip(ys, cells):
             if c:
@@ -215,7 +225,7 @@ def main(argv=None) -> int:
     p.add_argument("--models-home", type=Path, default=REPO / ".samevm", help="where `samevm models fetch` put them")
     p.add_argument("--out", type=Path, default=RESULTS / "agent_suite.json")
     p.add_argument("--agent", nargs="+", default=[], metavar="KEY=VALUE",
-                   help="agent settings over the suites' own (AgentConfig fields, e.g. repeat_temperature=0); recorded")
+                   help="agent settings over the suites' own (AgentConfig fields, e.g. tables_in_prompt=false); recorded")
     p.add_argument("--resume", action="store_true", help="skip the suites whose record at this commit is in --out")
     args = p.parse_args(argv)
     unknown = set(args.suites) - set(names())
@@ -226,9 +236,9 @@ def main(argv=None) -> int:
         args.agent = {k: json.loads(v) for k, _, v in (a.partition("=") for a in args.agent)}
     except json.JSONDecodeError as e:
         p.error(f"--agent values are JSON (numbers, true/false, quoted strings): {e}")
-    unknown = set(args.agent) - {f.name for f in dataclasses.fields(AgentConfig)}
+    unknown = set(args.agent) - {f.name for f in dataclasses.fields(AgentConfig)} | {"temperature", "seed"} & set(args.agent)
     if unknown:
-        p.error(f"unknown agent settings {sorted(unknown)}")
+        p.error(f"unknown agent settings {sorted(unknown)} (temperature has its own flag; seeds are the runner's)")
     if args.lora:
         from training.adapter import adapter_label
         args.adapter = args.adapter or adapter_label(args.lora)

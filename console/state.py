@@ -8,9 +8,9 @@ from collections import OrderedDict
 from agents.config import AgentConfig
 from agents.loop import Agent
 from agents.model import ChatModel
-from agents.runner import table_lister
 from console.config import ConsoleConfig
 from tools.context import ToolContext
+from tools.sql import table_lister
 from tools.toolsets import build_registry
 
 MAX_CONVERSATIONS = 32       # agent-loop conversations kept; the oldest goes first

@@ -7,7 +7,11 @@ maps them to the worker's."""
 from __future__ import annotations
 
 import re
+from functools import partial
+from typing import Callable
+
 from tools.context import NAMESPACE_SEP, ToolContext, ToolError
+from tools.memory import DB as MEMORY_DB
 from tools.registry import Registry
 
 MAX_ROWS = 50          # rows shown to the model; the rest is counted, not pasted into its context
@@ -38,21 +42,29 @@ def rows_result(result: dict, max_rows: int = MAX_ROWS) -> dict:
 
 def kept_tables(ctx: ToolContext, max_chars: int = 600) -> str:
     """The SQLite tables of the context's namespace with their columns, named as the model
-    names them ("budget: spending(item, price, date)"), cut to `max_chars`; "" when none, or
-    when the worker cannot say (the list is an aid: a turn goes on without it)."""
+    names them ("budget: spending(item, price, date)"), whole tables up to `max_chars` and then
+    how many were left off; "" when none, or when the worker cannot say (the list is an aid: a
+    turn goes on without it). The memory tool's own database is not the user's tables."""
     try:
-        databases = ctx.worker("GET", "/v1/sql/databases", params={"tables": "true"})["databases"]
+        databases = ctx.worker("GET", "/v1/sql/databases", params={"tables": "true", "prefix": ctx.prefix})["databases"]
     except ToolError:
         return ""
-    out = []
-    for d in databases:
-        name = d["name"]
-        if not d.get("tables") or (ctx.prefix and not name.startswith(ctx.prefix)) or \
-                (not ctx.prefix and NAMESPACE_SEP in name):
-            continue
-        out += [f"{ctx.unscoped(name)}: {t}({', '.join(cols)})" for t, cols in d["tables"].items()]
-    text = "; ".join(out)
-    return text if len(text) <= max_chars else text[:max_chars - 3] + "..."
+    tables = [f"{ctx.unscoped(d['name'])}: {t}({', '.join(cols)})" for d in databases
+              if d.get("tables") and d["name"] != ctx.scoped(MEMORY_DB) and (ctx.prefix or NAMESPACE_SEP not in d["name"])
+              for t, cols in d["tables"].items()]
+    text = ""
+    for n, table in enumerate(tables):
+        more = f" (and {len(tables) - n} more tables)"
+        if len(text) + len(table) + 2 + (len(more) if n + 1 < len(tables) else 0) > max_chars:
+            return text + more
+        text += ("; " if text else "") + table
+    return text
+
+
+def table_lister(tools) -> Callable[[], str] | None:
+    """What lists the SQLite tables a registry's context keeps (the agent's tables_in_prompt)."""
+    ctx = getattr(tools, "context", None)
+    return None if ctx is None else partial(kept_tables, ctx)
 
 
 def register(registry: Registry) -> None:

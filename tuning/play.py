@@ -11,14 +11,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from agents import prompts
 from agents.checks import Probe, evaluate
 from agents.config import AgentConfig
 from agents.faults import FaultyTools
 from agents.loop import Agent
 from agents.model import ModelError
-from agents.runner import table_lister, within
+from agents.runner import within
 from agents.steps import Turn
 from tools.registry import Registry
+from tools.sql import table_lister
 from tuning.oracle import Exchange, Oracle, OracleError, Recorder
 from tuning.plan import Task, TurnPlan
 
@@ -44,7 +46,9 @@ def step_problems(plan: TurnPlan, turn: Turn, index: int) -> list[str]:
         if not step.calls:
             continue
         ran = [c for c in done.calls if not c.skipped]
-        if step.fails and ran and all(c.ok for c in ran):      # none ran: the loop declined a repeat
+        declined = done.calls and all(c.skipped and c.result.get("error") in (prompts.REPEATED, prompts.LAST_REPEAT)
+                                      for c in done.calls)
+        if step.fails and not declined and all(c.ok for c in ran):
             out.append(f"t{index}.{n}: planned to fail, but {[c.name for c in ran]} succeeded")
         if not step.fails and (len(ran) != len(step.calls) or not all(c.ok for c in ran)):
             out.append(f"t{index}.{n}: " + "; ".join(f"{c.name}: {c.result.get('error')}" for c in ran if not c.ok))

@@ -23,6 +23,7 @@ import re
 import sqlite3
 import threading
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -75,25 +76,34 @@ class SqlService:
         self._engines: dict[tuple[str, bool], Engine] = {}
         self._lock = threading.Lock()
 
-    def databases(self, tables: bool = False) -> list[dict]:
-        """The SQLite files and configured URLs; with `tables`, each SQLite database's tables
-        and their columns too."""
-        files = sorted(p.stem for p in self.sql_dir.glob("*.db")) if self.sql_dir.is_dir() else []
+    def databases(self, tables: bool = False, prefix: str = "") -> list[dict]:
+        """The SQLite files and configured URLs whose names start with `prefix`; with `tables`,
+        each SQLite database's tables and their columns too (only files named as exec names
+        them are opened)."""
+        files = sorted(p.stem for p in self.sql_dir.glob("*.db") if p.stem.startswith(prefix)) \
+            if self.sql_dir.is_dir() else []
 
         def readable(db: str) -> dict[str, list[str]] | None:
+            if not _NAME.fullmatch(db):
+                return None
             try:
                 return self.tables(db)
             except sqlite3.Error:          # not a database, or locked: listed without its tables
                 return None
         return [{"name": n, "kind": "sqlite", "path": str(self.sql_dir / f"{n}.db"),
                  **({"tables": readable(n)} if tables else {})} for n in files] + \
-               [{"name": n, "kind": "url", "dialect": u.split(":", 1)[0]} for n, u in sorted(self.urls.items())]
+               [{"name": n, "kind": "url", "dialect": u.split(":", 1)[0]} for n, u in sorted(self.urls.items())
+                if n.startswith(prefix)]
 
     def tables(self, db: str) -> dict[str, list[str]]:
-        """Table name -> column names of SQLite database `db`, read-only; raises sqlite3.Error."""
-        with sqlite3.connect(f"file:{self.sql_dir / f'{db}.db'}?mode=ro", uri=True, timeout=1) as conn:
-            names = [r[0] for r in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+        """Table name -> column names of SQLite database `db`, read-only, leaving out SQLite's
+        own tables and a full-text index with its shadow tables; raises sqlite3.Error."""
+        uri = (self.sql_dir / f"{db}.db").resolve().as_uri() + "?mode=ro"
+        with closing(sqlite3.connect(uri, uri=True, timeout=1)) as conn:
+            rows = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY name").fetchall()
+            virtual = [n for n, sql in rows if (sql or "").upper().startswith("CREATE VIRTUAL")]
+            names = [n for n, _ in rows if not n.startswith("sqlite_") and n not in virtual
+                     and not any(n.startswith(v + "_") for v in virtual)]
             return {n: [c[1] for c in conn.execute(f"PRAGMA table_info({_quote(n)})")] for n in names}
 
     def _engine(self, db: str, readonly: bool) -> Engine:

@@ -103,11 +103,16 @@ def test_a_missing_table_or_column_is_answered_with_what_the_database_has(client
 def test_databases_can_list_their_tables_and_columns(client, tmp_path):
     exec_(client, "CREATE TABLE spending (item TEXT, price REAL, date TEXT)")
     exec_(client, "CREATE TABLE budgets (month TEXT, cap REAL)", db="plans")
+    exec_(client, "CREATE VIRTUAL TABLE budgets_fts USING fts5(month)", db="plans")   # not the user's: left out
     (tmp_path / "home" / "sql" / "junk.db").write_bytes(b"not a database at all" * 100)
+    (tmp_path / "home" / "sql" / "a?b.db").write_bytes(b"")    # a name exec would refuse: listed, not opened
     plain = client.get("/v1/sql/databases").json()["databases"]
     assert all("tables" not in d for d in plain)
     r = client.get("/v1/sql/databases", params={"tables": "true"})
     assert r.status_code == 200, r.text
     listed = {d["name"]: d["tables"] for d in r.json()["databases"]}
-    assert listed == {"junk": None, "notes": {"spending": ["item", "price", "date"]},
+    assert listed == {"a?b": None, "junk": None, "notes": {"spending": ["item", "price", "date"]},
                       "plans": {"budgets": ["month", "cap"]}}
+    assert sorted(p.name for p in (tmp_path / "home" / "sql").iterdir() if not p.name.endswith(".db")) == []
+    only = client.get("/v1/sql/databases", params={"tables": "true", "prefix": "pl"}).json()["databases"]
+    assert [d["name"] for d in only] == ["plans"]

@@ -49,7 +49,7 @@ def query(req: QueryRequest, sql: SqlDep):
 
 
 @router.get("/databases")
-def databases(sql: SqlDep, tables: bool = False) -> dict:
-    """The databases that exist or are configured; `?tables=true` adds each SQLite database's
-    tables and their columns."""
-    return {"databases": sql.databases(tables)}
+def databases(sql: SqlDep, tables: bool = False, prefix: str = "") -> dict:
+    """The databases that exist or are configured, those whose names start with `prefix`;
+    `?tables=true` adds each SQLite database's tables and their columns."""
+    return {"databases": sql.databases(tables, prefix)}
