@@ -102,6 +102,38 @@ def test_prefill_sized_batches_match_the_reference(qtype, level):
     np.testing.assert_array_equal(w.matmul(x[3:22]), y[3:22])
 
 
+@pytest.mark.parametrize("sign", [1, -1])
+def test_prefill_of_the_largest_bytes_does_not_saturate(sign, level):
+    """AVX2's prefill adds two vpmaddubsw pairs in int16: Q6_K's largest bytes (63) against
+    activations that all quantize to +-127 reach 4 * 63 * 127 = 32004, one step from saturating."""
+    rng = np.random.default_rng(7)
+    raw = random_kquant(64, 768, Q.Q6_K, rng, 0.05)
+    raw[:, :192] = 0xFF                                  # ql and qh: every value 63
+    ref = quants.dequantize(raw, Q.Q6_K).reshape(64, 768).astype(np.float32)
+    x = np.full((20, 768), sign, np.float32)
+    y, expect = as_weight([(Q.Q6_K, raw, 768)]).matmul(x), x @ ref.T
+    np.testing.assert_allclose(y, expect, rtol=1e-4, atol=1e-4 * np.abs(expect).max())
+
+
+def test_prefill_is_the_same_on_avx2_as_on_avx512():
+    """The interleaved prefill kernels sum each 16 values exactly and apply the same float
+    operations, so AVX2 gives AVX512's bits (every type AVX2 interleaves: all but Q8_0)."""
+    if kernels.use_level(2) != 2:
+        pytest.skip("this CPU has no AVX512-VNNI path")
+    try:
+        for qtype in set(BLOCK_TYPES) - {Q.Q8_0}:
+            rng = np.random.default_rng(int(qtype) + 200)
+            cols = 768 if qtype in KQUANTS else 864
+            w = as_weight([(qtype, random_blocks(qtype, 70, cols, rng)[0], cols)])
+            x = rng.standard_normal((37, cols)).astype(np.float32)
+            y512 = w.matmul(x)
+            kernels.use_level(1)
+            np.testing.assert_array_equal(w.matmul(x), y512, err_msg=qtype.name)
+            kernels.use_level(2)
+    finally:
+        kernels.use_level(2)
+
+
 def test_two_threads_calling_the_kernels_get_their_own_products():
     # the library keeps the last quantized activations in a global: two engines in one process
     # (a reload beside the live one) read each other's, or freed memory, without the lock

@@ -30,6 +30,17 @@ static inline float rd_fp16(const uint8_t *p) { uint16_t h; memcpy(&h, p, 2); re
 static inline float rd_fp16(const uint8_t *p) { uint16_t h; memcpy(&h, p, 2); return fp16_to_f32(h); }
 #endif
 
+#if defined(ISA_AVX2)
+/* Byte j = 0xff where bit j of qh is set (AVX2 has no mask registers): byte j of the spread word
+ * holds byte j/8 of qh, then bit j%8 of it is kept. */
+static inline __m256i bits32(uint32_t qh) {
+    __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh),
+        _mm256_setr_epi64x(0, 0x0101010101010101ll, 0x0202020202020202ll, 0x0303030303030303ll));
+    __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+}
+#endif
+
 /* 16 bytes of nibble pairs -> 32 values: the low nibbles, then the high ones; with qh4, the
  * fifth bit of value j from bit j of that little-endian word. */
 static inline void nibbles32(const uint8_t *qs, const uint8_t *qh4, uint8_t *q) {
@@ -41,12 +52,7 @@ static inline void nibbles32(const uint8_t *qs, const uint8_t *qh4, uint8_t *q) 
 #if defined(ISA_AVX512)
     n = _mm256_or_si256(n, _mm256_maskz_mov_epi8((__mmask32)qh, _mm256_set1_epi8(16)));
 #else
-    /* byte j of the spread word holds byte j/8 of qh; keep bit j%8 of it */
-    __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh),
-        _mm256_setr_epi64x(0, 0x0101010101010101ll, 0x0202020202020202ll, 0x0303030303030303ll));
-    __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-    __m256i on = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
-    n = _mm256_or_si256(n, _mm256_and_si256(on, _mm256_set1_epi8(16)));
+    n = _mm256_or_si256(n, _mm256_and_si256(bits32(qh), _mm256_set1_epi8(16)));
 #endif
     _mm256_storeu_si256((__m256i *)q, n);
 #else
