@@ -72,11 +72,12 @@ class Probe:
                 if d["kind"] == "sqlite" and d["name"].startswith(self.prefix)]
 
     def tables(self, db: str) -> list[str]:
-        """Tables with rows of their own: not SQLite's, nor the shadow tables of a full-text index."""
-        rows = self.sql_rows(db, "SELECT name, sql FROM sqlite_master WHERE type = 'table'")
-        virtual = [n for n, sql in rows if (sql or "").upper().startswith("CREATE VIRTUAL")]
-        return [n for n, _ in rows if not n.startswith("sqlite_") and n not in virtual
-                and not any(n.startswith(v + "_") for v in virtual)]
+        """Tables with rows of their own, as the worker lists them: not SQLite's, nor the shadow
+        tables of a full-text index."""
+        name = self.prefix + db
+        r = self.http.get("/v1/sql/databases", params={"tables": "true", "prefix": name})
+        r.raise_for_status()
+        return next((list(d.get("tables") or []) for d in r.json()["databases"] if d["name"] == name), [])
 
     def sql_tables(self, db: str | None = None) -> dict[str, list[list]]:
         """Every table's rows, as {"db.table": rows}, of `db` or of every database but memory's."""
