@@ -11,7 +11,10 @@ is cut to rank 14 (15.4 MB, under the 16 MB a shipped adapter may take), which m
 modules' deltas by 1.9% on average (6% at most; `benchmarks/soup_cut.py`): the suites measured
 the exact mean on the H100 and the cut one on the CPU (three suites so far).
 
-    python -m training.soup OUT ADAPTER ADAPTER [...] --base model.gguf [--rank R] [--weights 0.5,0.5]
+    python -m training.soup OUT ADAPTER ADAPTER [...] --base model.gguf [--rank R] [--weights 1,1,2]
+
+The weights are ratios, scaled to sum to one: a soup is a mean, and weights taken as given would
+scale every delta by their sum.
 
 OUT is a PEFT adapter folder in float32; `python -m training.ship OUT ...` makes it the shipped form.
 """
@@ -43,9 +46,12 @@ def soup(model, adapters: list[Path], weights: list[float] | None = None, rank: 
 
     if len(adapters) < 2:
         raise ValueError("a soup needs two adapters or more")
-    weights = weights or [1 / len(adapters)] * len(adapters)
+    weights = weights or [1.0] * len(adapters)
     if len(weights) != len(adapters):
         raise ValueError(f"{len(weights)} weights for {len(adapters)} adapters")
+    if min(weights) < 0 or sum(weights) <= 0:
+        raise ValueError(f"weights {weights}: a mean takes weights of zero or more, not all zero")
+    weights = [w / sum(weights) for w in weights]
     names = [f"part{i}" for i in range(len(adapters))]
     peft = PeftModel.from_pretrained(model, str(adapters[0]), adapter_name=names[0])
     for name, folder in zip(names[1:], adapters[1:]):
@@ -68,7 +74,7 @@ def main(argv=None) -> int:
     p.add_argument("adapters", type=Path, nargs="+", help="PEFT adapter folders trained on --base")
     p.add_argument("--base", required=True, help="the base GGUF the adapters were trained on")
     p.add_argument("--rank", type=int, help="rank of the soup (default: the sum of theirs, exact)")
-    p.add_argument("--weights", help="comma-separated, one per adapter (default: equal)")
+    p.add_argument("--weights", help="comma-separated ratios, one per adapter, scaled to sum to one (default: equal)")
     args = p.parse_args(argv)
     from training.hf_model import load_model
 

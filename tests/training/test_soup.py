@@ -30,6 +30,17 @@ def test_at_full_rank_the_soup_is_the_weighted_mean_of_the_deltas(parts, tmp_pat
         assert torch.allclose(d, want, atol=1e-5 * want.abs().max().item()), k
 
 
+def test_weights_are_ratios_so_the_soup_stays_a_mean(parts, tmp_path):
+    gguf, a, b = parts
+    assert main([str(tmp_path / "s"), str(a), str(b), "--base", gguf, "--weights", "7,3"]) == 0
+    da, db, ds = deltas(a), deltas(b), deltas(tmp_path / "s")
+    for k, d in ds.items():
+        want = 0.7 * da[k] + 0.3 * db[k]
+        assert torch.allclose(d, want, atol=1e-5 * want.abs().max().item()), k
+    with pytest.raises(ValueError, match="zero or more"):
+        main([str(tmp_path / "t"), str(a), str(b), "--base", gguf, "--weights", "1,-1"])
+
+
 def test_cut_to_a_lower_rank_it_is_the_best_approximation_of_that_rank(parts, tmp_path):
     gguf, a, b = parts
     assert main([str(tmp_path / "s"), str(a), str(b), "--base", gguf, "--rank", "6"]) == 0
