@@ -25,6 +25,7 @@ from tuning.plan import Step, TurnPlan
 from tuning.records import fmt, literal
 
 WRITES = ["sql_exec", "rag_ingest", "memory_add"]
+AGAIN = {"status": ["runtime_status"], "found": ["rag_search"]}    # a kept report is read from its table, not the tool
 DBS = ("notes", "records", "scratch", "workspace", "info", "mydata")
 TABLES = {"status": ("model_info", "serving_setup", "stack_details", "system_info", "model_card", "llm_setup",
                      "assistant_setup", "current_model", "setup_check"),
@@ -201,16 +202,22 @@ class ReportedTurns:
     def known_reports(self) -> list[ReportTable]:
         return [t for t in self.report_tables if t.session == self.session]
 
-    def lookup_reported(self) -> TurnPlan:
-        """A kept value read back with a query, though the conversation has it."""
+    def read_back(self, kinds: tuple = ("status", "figure", "found")) -> tuple[ReportTable, list[Fact], Fact, str]:
+        """A kept value of this session's reports of `kinds`: (its table, its row, the fact, the
+        query that reads it)."""
         rng = self.rng
-        t = rng.choice(self.known_reports())
+        t = rng.choice([t for t in self.known_reports() if t.kind in kinds])
         row = rng.choice(t.rows)
         fact = rng.choice([f for f in row if f.reported and f.name != "source"])
         sql = f"SELECT {t.columns[fact.name]} FROM {t.name}"
         if len(t.rows) > 1:
             by = row[0]
             sql += f" WHERE {t.columns[by.name]} = {literal(by.value)}"
+        return t, row, fact, sql
+
+    def lookup_reported(self) -> TurnPlan:
+        """A kept value read back with a query, though the conversation has it."""
+        t, row, fact, sql = self.read_back()
         if t.kind == "found":
             question = next(f.value for f in row if f.name == "question") + "?"
             user = self.pick(W.LOOKUP_FOUND, question=question, question_lc=question[:1].lower() + question[1:])
@@ -222,10 +229,33 @@ class ReportedTurns:
             rows = A.last_rows(results)
             return f"The stored {fact.words} is {fmt(rows[0][0])} ({where})." if rows else f"{where} has no such row."
         want = [fmt(fact.value)]
-        again = {"status": ["runtime_status"], "found": ["rag_search"]}.get(t.kind, [])    # the tool, not the table
-        expect = Expect(called=["sql_query"], not_called=WRITES + again, answer_contains=want)
+        expect = Expect(called=["sql_query"], not_called=WRITES + AGAIN.get(t.kind, []), answer_contains=want)
         return self.turn(user, [Step([("sql_query", {"db": t.db, "sql": sql})]), Step(answer=answer)],
                          "lookup_reported", expect, want)
+
+    def recall_reported(self) -> TurnPlan:
+        """A kept status or figure and a filed passage asked for at once: the value is read back
+        from its table, not asked again of the tool that first reported it, the passage is
+        searched, and each answer says its store (the other two-store recalls read the records'
+        table)."""
+        rng = self.rng
+        t, _, fact, sql = self.read_back(("status", "figure"))
+        source, passage, question, bkey = rng.choice(self.filed)
+        calls = [("sql_query", {"db": t.db, "sql": sql}), ("rag_search", {"query": question})]
+        rng.shuffle(calls)
+        steps = [Step(calls)] if rng.random() < 0.6 else [Step([c]) for c in calls]
+        where = self.where_style.format(table=t.name, db=t.db)
+
+        def answer(results):
+            rows, found = A.last_rows(results), A.hit_passages(results, passage)
+            return (f"From the database ({where}): the stored {fact.words} is {fmt(rows[0][0]) if rows else 'not there'}. "
+                    f'From the knowledge base ("{source}"): {found or "nothing found."}')
+        want = [fmt(fact.value), bkey]
+        expect = Expect(called=["sql_query", "rag_search"], not_called=WRITES + AGAIN.get(t.kind, []),
+                        answer_contains=want)
+        user = self.pick(W.RECALL_REPORTED, fact=fact.words, question=question,
+                         question_lc=question[:1].lower() + question[1:])
+        return self.turn(user, steps + [Step(answer=answer)], "recall_reported", expect, want)
 
     def reports_hold(self, *values) -> bool:
         """Whether a kept report's row holds all of `values` (as the sql check would see them)."""

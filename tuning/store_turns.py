@@ -36,18 +36,24 @@ class StoreTurns:
         slots = {"k": self.d.subject.draw(rng), "n": rng.randint(2, 40), "m": rng.randint(100, 9000),
                  "p": rng.randint(5, 60)}
         passage, question, key = b.text.format(**slots), b.question.format(**slots), b.key.format(**slots)
-        options = [slug(self.d.name) + "-notes", slug(self.d.things, 1) + "-" + slug(slots["k"]),
-                   "-".join(w for w in slug(passage, 8).split("-") if w not in STOP)[:40].strip("-")]
+        # a source is named from the text's own words (with the kind of record it is about), so
+        # that a note citing it says what it is about; never from a subject the text lacks
+        words = [w for w in slug(passage, 12).split("-") if w not in STOP]
+        head = "-".join(words[:next((i for i in range(len(words), 0, -1) if len("-".join(words[:i])) <= 40), 1)])
+        options = [slug(self.d.things, 1) + "-" + "-".join(words[:3]), head]
+        if "{k}" in b.text:
+            options.append(slug(self.d.things, 1) + "-" + slug(slots["k"]))
         taken = {f[0] for f in self.filed}          # a new text under a taken source would replace it
         source = rng.choice([o for o in options if o not in taken] or [f"{options[0]}-{len(taken) + 1}"])
         return source, passage, question, key
 
-    def file(self) -> TurnPlan:
+    def file(self, may_name: bool = True) -> TurnPlan:
         """A passage filed, sometimes under a source name the user gives (which the call then
-        uses), sometimes with a search asked for afterwards to show it can be found."""
+        uses; not `may_name`: the caller words the request and gives none), sometimes with a
+        search asked for afterwards to show it can be found."""
         rng = self.rng
         source, passage, question, key = self.background(filing=True)
-        named = rng.random() < 0.15
+        named = may_name and rng.random() < 0.15
         if named:
             source = rng.choice([f"{slug(self.d.things, 1)}-{rng.choice(W.WORDS)}-{rng.randint(1, 99)}",
                                  f"{rng.choice(W.WORDS)}-{rng.choice(['notes', 'ref', 'doc', 'background'])}"])
@@ -257,7 +263,7 @@ class StoreTurns:
     # -- several stores -----------------------------------------------------------------------
     def all_in_one(self) -> TurnPlan:
         kept = self.keep(self.rng.randint(1, 3))
-        filed = self.file()
+        filed = self.file(may_name=False)
         self.where_note = True
         source = filed.steps[0].calls[0][1]["source"]
         where_only = self.rng.random() < 0.5      # the note says where things went, and nothing more

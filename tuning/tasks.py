@@ -77,9 +77,11 @@ def reported(b: Builder) -> list[TurnPlan]:
     if b.reported is None:          # the passage's answer was a bare number: keep the runtime's card instead
         turns.append(b.status())
     turns.append(b.keep_reported())
+    if source != "found" and rng.random() < 0.5:       # asked for again beside a text filed since
+        turns += [b.file() for _ in range(rng.randint(1, 2))] + [b.recall_reported()]
     for _ in range(rng.randint(0, 3)):
         turns.append(next_turn(b, ["lookup_reported", "lookup_reported", "status", "query", "search", "keep_reported",
-                                   "irrelevant", "from_conversation"]))
+                                   "irrelevant", "from_conversation", "recall_reported"]))
     return turns
 
 
@@ -184,6 +186,8 @@ BLOCKS = {
     "keep_those": (4, lambda b: b.pending and (not b.table.created or b.can_sql()), lambda b: b.keep_those()),
     "keep_reported": (2, lambda b: b.reported, lambda b: b.keep_reported()),
     "lookup_reported": (2, lambda b: b.known_reports(), lambda b: b.lookup_reported()),
+    "recall_reported": (2, lambda b: b.filed and any(t.kind != "found" for t in b.known_reports()),
+                        lambda b: b.recall_reported()),
 }
 
 
@@ -206,7 +210,7 @@ def next_turn(b: Builder, allowed: list[str]) -> TurnPlan:
 
 FLOWS = {"records": (4, records), "persistence": (2, persistence), "intake": (3, intake), "all_in_one": (3, all_in_one),
          "knowledge": (1, knowledge), "memory": (1, memory), "chat": (2, chat), "recovery": (2, recovery),
-         "mixed": (4, mixed), "reported": (1, reported), "decide": (2, decide)}
+         "mixed": (4, mixed), "reported": (2, reported), "decide": (2, decide)}
 
 
 def add_fault(turn: TurnPlan, name: str, rng: random.Random) -> bool:

@@ -638,6 +638,15 @@ LOOKUP_FOUND = (
     "Look it up in the table you just filled: {question}",
     "{question} Answer from the stored row, please.",
 )
+RECALL_REPORTED = (  # a kept value and a filed passage at once: the table, not the tool that first said it
+    "What {fact} did you save, and {question_lc} Say which store each answer is from.",
+    "Two look-ups, please: the {fact} you kept in the database, and this: {question}",
+    "{question} And read me the stored {fact} again. Name the source of each answer.",
+    "check both once more -- the {fact} on record and {question_lc}",
+    "I need the {fact} as you stored it, plus the answer to: {question} Where did each come from?",
+    "Look them up again: the saved {fact}, and {question_lc} Tell me the store behind each one.",
+    "From what you kept for me: the {fact}? And {question_lc}",
+)
 GREETING = ("Hello!", "hey there", "Good morning, how are things?", "Hi, are you there?", "Evening!",
             "How are you today?", "hi! what can you help me with?", "hi", "Hello there!", "morning!",
             "Hey, good to see you.", "hiya", "Good afternoon!", "Hello again, hope you're well.",
