@@ -1,8 +1,6 @@
 """Hubness (rag.hubs) against a brute-force reference, and search's cosine less it."""
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 
@@ -29,7 +27,7 @@ def test_hubness_is_the_mean_cosine_of_the_k_nearest_of_the_same_group(monkeypat
     np.testing.assert_allclose(hubs.hubness(v, groups, k=4), _reference(v, groups, 4), atol=1e-6)
 
 
-def test_search_subtracts_the_weighted_hubness_of_each_document_from_the_cosine(index):
+def test_search_subtracts_the_weighted_hubness_of_each_document_from_the_cosine(index, search):
     pages = tuple(Page(n, f"Page {n}. " + " ".join(f"Students tick box {n}-{i} on the answer sheet and the scanner "
                                                    f"reads it; option --opt{i} sets threshold {i}." for i in range(12)))
                   for n in (1, 2, 3))
@@ -40,12 +38,7 @@ def test_search_subtracts_the_weighted_hubness_of_each_document_from_the_cosine(
     r = _reference(corpus.vectors, doc, hubs.K)
     query = "which option sets the threshold of a ticked box"
     cos = corpus.vectors @ index.embedder.embed([query])[0]
-    before = index.settings
-    index.settings = replace(before, per_page=0, hub_weight=0.5)
-    try:
-        hits = index.search(query, "hubs", k=1000, mode="vector")
-    finally:
-        index.settings = before
+    hits = search(query, "hubs", per_page=0, hub_weight=0.5)
     want = {cid: cos[i] - 0.5 * r[i] for i, cid in enumerate(corpus.ids)}
     assert len(hits) == corpus.count and r[doc == "other.pdf"] == pytest.approx(0.0)
     for h in hits:

@@ -3,7 +3,6 @@ best other chunk's excess over the query's median score, as a brute-force loop c
 from __future__ import annotations
 
 import numpy as np
-from dataclasses import replace
 
 from rag.types import Document, Page
 
@@ -18,15 +17,10 @@ def _page(number: int) -> Page:
     return Page(number, " ".join(sentences))
 
 
-def test_scores_match_the_brute_force_page_evidence(index):
+def test_scores_match_the_brute_force_page_evidence(index, search):
     index.ingest(Document("manual.pdf", "pdf", tuple(_page(n) for n in (1, 2, 3)), "pages-hash"), "pages")
     query = "how are the marks sent to students by e-mail"
-    before = index.settings
-    index.settings = replace(before, per_page=0, page_share=0.5)
-    try:
-        hits = index.search(query, "pages", k=1000, mode="vector")
-    finally:
-        index.settings = before
+    hits = search(query, "pages", per_page=0, page_share=0.5)
     assert len({h.page for h in hits}) == 3 and len(hits) > 6
     corpus = index.corpus("pages")
     cos = corpus.vectors @ index.embedder.embed([query])[0]
@@ -42,16 +36,11 @@ def test_scores_match_the_brute_force_page_evidence(index):
     assert [h.chunk_id for h in hits] == sorted(want, key=lambda c: -want[c])
 
 
-def test_a_page_keeps_its_best_chunk_on_top(index):
+def test_a_page_keeps_its_best_chunk_on_top(index, search):
     """The raise never reorders the chunks of one page: with one hit a page, each hit is
     its page's best chunk by cosine, so hits quote the passage that matched."""
     query = "the compiler places variables in external memory"
-    before = index.settings
-    index.settings = replace(before, page_share=0.5)
-    try:
-        top = index.search(query, "pages", k=3, mode="vector")
-    finally:
-        index.settings = before
+    top = search(query, "pages", k=3, page_share=0.5)
     corpus = index.corpus("pages")
     cos = corpus.vectors @ index.embedder.embed([query])[0]
     for h in top:
