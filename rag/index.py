@@ -26,7 +26,10 @@ product. Other names go to rag.rerank's backends over the top candidates' texts.
 is the default: on the eval manuals none of them (prf, embedding, a neighbour-context one)
 beat convex fusion alone (benchmarks/results/rag_eval.json), nor did other signals read from
 stored vectors or term statistics (benchmarks/results/rag_rerank_study.json); the phrase
-bonus was the one that lowered no manual's scores. A result
+bonus was the one that lowered no manual's scores. Two controls are off by default for the
+same reason: `hub_weight` (cosine less the chunk's hubness, rag.hubs) lifted Auto-Multiple-
+Choice and ReportLab but lowered three other manuals, and R@1 and MRR@10 overall;
+`page_share` (rag.pages, the page's other chunks as evidence) lowered MRR. A result
 list holds at most `per_page` chunks of one page, so k hits show k places to look.
 """
 from __future__ import annotations
