@@ -2,7 +2,8 @@
 
     nice -n 10 python benchmarks/rag_eval.py [benchmarks/data/rag_questions.json] \
         [--extractors pdftotext,pypdf] [--subset-extractors pdfium,pdfminer --subset a.pdf,b.pdf] \
-        [--pdfs DIR] [--settings query-phrase] [--llm-rerank-url http://127.0.0.1:8011 --llm-rerank-top 10]
+        [--pdfs DIR] [--settings query-phrase] [--chunkings 192/48] [--context-embedding] \
+        [--llm-rerank-url http://127.0.0.1:8011 --llm-rerank-top 10]
 
 The PDFs come from Debian documentation packages (the question file names package and
 member): read from their installed path when present, else from the cache folder (--pdfs,
@@ -16,8 +17,10 @@ spare embedding time on PDFs where all extractors give the same words); the defa
 extractor's collection is then searched with every retrieval setting, the others with
 the default setting and plain vector search. With --chunkings (192/48,128/64: chunk tokens/overlap)
 the default extractor's text is also cut at each size into a collection of its own and searched
-with the default setting. A hit counts when its file name equals the question's source and its
-page is one of `pages`; a hard negative counts when one of its pages ranks above the
+with the default setting; with --context-embedding its chunks are also embedded under their
+document's title (the PDF's own, else its file name) and heading path (RagIndex
+context_prefix) into a collection searched with the default setting. A hit counts when
+its file name equals the question's source and its page is one of `pages`; a hard negative counts when one of its pages ranks above the
 first right hit. Writes benchmarks/results/rag_eval.json: one record per (extractor,
 setting, chunking) with recall@1/3/5/10, MRR@10, search latency, and the same per PDF and per answer
 position (`per_position`: the questions labelled "mid" or "end" of their page, and the
@@ -53,7 +56,7 @@ from benchmarks.provenance import save  # noqa: E402
 from rag import extract  # noqa: E402
 from rag.budget import Budget  # noqa: E402
 from rag.index import PRF  # noqa: E402
-from rag.pdf import glue_rate, read_pdf  # noqa: E402
+from rag.pdf import glue_rate, pdf_title, read_pdf  # noqa: E402
 from rag.types import Document  # noqa: E402
 from worker.services import Services  # noqa: E402
 from worker.settings import WorkerSettings  # noqa: E402
@@ -93,7 +96,8 @@ def read(path: Path, extractor: str) -> tuple[Document, float, float]:
     pages = tuple(read_pdf(data, path.name, Budget(seconds=3600), extractor))
     seconds = time.perf_counter() - t0
     texts = [p.text for p in pages]
-    return Document(str(path), "pdf", pages, hashlib.sha256(data).hexdigest()), glue_rate(texts), len(texts) / seconds
+    doc = Document(str(path), "pdf", pages, hashlib.sha256(data).hexdigest(), pdf_title(data, path.name))
+    return doc, glue_rate(texts), len(texts) / seconds
 
 
 def study_arguments(description: str, out: str) -> argparse.ArgumentParser:
@@ -171,6 +175,8 @@ SETTINGS = [   # (name, mode, rerank, fusion, SearchSettings changes)
      {"bm25_k1": 1.5, "bm25_b": 0.75}),
     ("hybrid convex without the query-phrase bonus (the previous default)", "hybrid", None, "convex",
      {"phrase_weight": 0.0}),
+    *[(f"hybrid convex + page evidence share={w}", "hybrid", None, "convex", {"page_share": w}) for w in (0.1, 0.3)],
+    *[(f"hybrid convex, cosine less hubness x{w}", "hybrid", None, "convex", {"hub_weight": w}) for w in (0.3, 0.4, 0.5)],
 ]
 DEFAULT_SETTING = ("default: hybrid convex", "hybrid", None, "convex", {})
 
@@ -226,6 +232,9 @@ def main() -> int:
     p.add_argument("--chunk-overlap", type=int, default=32)
     p.add_argument("--chunkings", default="", help="more TOKENS/OVERLAP cuts of the default extractor's text "
                    "(comma-separated), each indexed apart and searched with the default setting")
+    p.add_argument("--context-embedding", action="store_true", help="also index the default extractor's chunks "
+                   "embedded under their document title and heading path (RagIndex context_prefix) into a "
+                   "collection of their own, searched with the default setting")
     p.add_argument("--pdfs", type=Path, help="folder of the PDFs (package/name or name; default HOME/pdfs)")
     p.add_argument("--llm-rerank-url", help="also rerank the default's hits with this runtime's chat model")
     p.add_argument("--llm-rerank-model", help="the model name to ask for (default: the first it lists)")
@@ -272,26 +281,30 @@ def main() -> int:
             runs = [DEFAULT_SETTING, *(r for r in SETTINGS if any(w in r[0] for w in wanted))]
         if args.llm_rerank_url and name == extract.DEFAULT:
             runs = [*runs, *(llm_setting(int(top)) for top in args.llm_rerank_top.split(","))]
-        cuts = [(index.chunk_tokens, index.chunk_overlap, collection, runs)]
+        cuts = [(index.chunk_tokens, index.chunk_overlap, False, collection, runs)]
         if name == extract.DEFAULT:
-            cuts += [(t, o, f"{collection}-{t}x{o}", [DEFAULT_SETTING])
+            cuts += [(t, o, False, f"{collection}-{t}x{o}", [DEFAULT_SETTING])
                      for t, o in map(chunking, filter(None, args.chunkings.split(",")))]
-        for tokens, overlap, where, searches in cuts:
+            if args.context_embedding:
+                cuts.append((*defaults_cut, True, f"{collection}-context", [DEFAULT_SETTING]))
+        for tokens, overlap, context, where, searches in cuts:
             if where != collection:
-                index.chunk_tokens, index.chunk_overlap = tokens, overlap
+                index.chunk_tokens, index.chunk_overlap, index.context_prefix = tokens, overlap, context
                 index.ingest_many(docs, where)
-                index.chunk_tokens, index.chunk_overlap = defaults_cut
+                index.chunk_tokens, index.chunk_overlap, index.context_prefix = *defaults_cut, False
             count = index.corpus(where).count
             for label, mode, rerank, fusion, changes in searches:
                 index.settings = replace(defaults, **changes)
                 r = evaluate(index, questions, where, mode, rerank, fusion)
                 is_default = (name == extract.DEFAULT and (mode, rerank, fusion) == DEFAULT_SETTING[1:4]
                               and index.settings == defaults and where == collection)
-                label = label if where == collection else f"{label}, {tokens}-token chunks, overlap {overlap}"
+                label = (label if where == collection else f"{label}, chunks embedded under title and headings"
+                         if context else f"{label}, {tokens}-token chunks, overlap {overlap}")
                 results.append({"extractor": name, "setting": label, "pdfs": sorted({q["source"] for q in questions}),
                                 "mode": mode, "rerank": rerank, "fusion": fusion,
                                 **({"default": True} if is_default else {}), **asdict(index.settings), **r,
                                 "chunks": count, "chunk_tokens": tokens, "chunk_overlap": overlap,
+                                "context_prefix": context,
                                 **({"llm_rerank": llm_runtime(index, args.llm_rerank_url)} if rerank == "llm" else {})})
                 print(f"{name:12s} {label:48s} " + " ".join(f"{k}={r[k]}" for k in ("recall@1", "recall@5", "mrr@10",
                       "search_ms_median")) + "  min R@5/MRR per pdf " +

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rag.bm25 import B, K1, Bm25Index
+from rag.hubs import hubness
+from rag.pages import page_groups
 
 
 @dataclass(slots=True)
@@ -24,9 +26,11 @@ class Corpus:
     vectors: np.ndarray          # [n, dim] float32, unit length
     bm25: Bm25Index
     contents: np.ndarray         # [n] 1.0 where the chunk comes from a contents or index page, else 0.0
+    pages: np.ndarray            # [n] an id per (document, page): rag.pages' groups
     sections: bool               # BM25 was built over heading path + text
     bm25_params: tuple[float, float]   # (k1, b) it was built with
     chunk_terms: dict[int, list[int]] = field(default_factory=dict)   # rag.phrase's: terms of chunks read so far
+    hub_scores: np.ndarray | None = None   # [n] rag.hubs' r(x), computed on first use
 
     @classmethod
     def build(cls, ids: list[str], texts: list[str], metas: list[dict], vectors, sections: bool = True,
@@ -37,7 +41,7 @@ class Corpus:
         keywords = [f"{m['section']}\n{t}" if sections and m.get("section") else t for t, m in zip(texts, metas)]
         contents = np.array([bool(m.get("contents")) for m in metas], np.float32)
         return cls(n, list(ids), list(texts), list(metas), vectors, Bm25Index(ids, keywords, *bm25_params),
-                   contents, sections, bm25_params)
+                   contents, page_groups(metas), sections, bm25_params)
 
     def cosine(self, query_vector: np.ndarray) -> np.ndarray:
         """[n] cosine of every chunk with a unit query vector.
@@ -47,3 +51,10 @@ class Corpus:
         0.4 ms for one thread, and while they spin after it they take the core the next
         query's embedding needs (23 -> 14 ms median: benchmarks/results/rag_stages.json)."""
         return np.einsum("ij,j->i", self.vectors, query_vector) if self.count else np.zeros(0, np.float32)
+
+    def hubs(self) -> np.ndarray:
+        """[n] each chunk's hubness within its document (rag.hubs), computed once per corpus."""
+        if self.hub_scores is None:
+            documents = np.unique([m["doc_id"] for m in self.metas], return_inverse=True)[1]
+            self.hub_scores = hubness(self.vectors, documents.reshape(-1))
+        return self.hub_scores

@@ -9,7 +9,10 @@ so a failure leaves that document as it was. Writes are serialised by a lock. A 
 bounds each document's chunks and the call's time, and stops it when the caller cancels.
 
 Each chunk's stored vector is its text's, moved a little toward the vector of its heading
-path (`with_headings`): the headings are embedded once each, beside the chunks.
+path (`with_headings`): the headings are embedded once each, beside the chunks. With
+`context_prefix` the embedded text is instead the chunk's text under its document's title
+and heading path (`context_text`; measured worse on the eval manuals, kept as a control);
+the stored text, which hits quote, is the chunk's own either way.
 
 Search scores every chunk of the collection in memory (rag.corpus): cosine against the
 stored vectors, BM25 (over each chunk's text and its section heading path), fused
@@ -23,7 +26,10 @@ product. Other names go to rag.rerank's backends over the top candidates' texts.
 is the default: on the eval manuals none of them (prf, embedding, a neighbour-context one)
 beat convex fusion alone (benchmarks/results/rag_eval.json), nor did other signals read from
 stored vectors or term statistics (benchmarks/results/rag_rerank_study.json); the phrase
-bonus was the one that lowered no manual's scores. A result
+bonus was the one that lowered no manual's scores. Two controls are off by default for the
+same reason: `hub_weight` (cosine less the chunk's hubness, rag.hubs) lifted Auto-Multiple-
+Choice and ReportLab but lowered three other manuals, and R@1 and MRR@10 overall;
+`page_share` (rag.pages, the page's other chunks as evidence) lowered MRR. A result
 list holds at most `per_page` chunks of one page, so k hits show k places to look.
 """
 from __future__ import annotations
@@ -32,6 +38,7 @@ import hashlib
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Callable
 
 import numpy as np
@@ -43,10 +50,12 @@ from rag.corpus import Corpus
 from rag.embedding import Embedder
 from rag.errors import InputError
 from rag.fusion import FUSIONS, convex, rrf
+from rag.outline import SEPARATOR
+from rag.pages import with_page_evidence
 from rag.phrase import candidate_phrases
 from rag.rerank import Rerankers
 from rag.store import ChromaStore, check_collection_name
-from rag.types import Document, Hit
+from rag.types import Chunk, Document, Hit
 
 MODES = ("hybrid", "vector", "bm25")
 PRF = "prf"
@@ -69,6 +78,8 @@ class SearchSettings:
     rerank_top: int = 20         # chunks a text reranker rescores, and the phrase bonus reads
     phrase_weight: float = 0.1   # convex: weight of the query-phrase score (rag.phrase; 0: off)
     contents_penalty: float = 0.1   # convex: subtracted from chunks of contents/index pages
+    page_share: float = 0.0      # share of a page's best other chunk added to a chunk (rag.pages; 0: off)
+    hub_weight: float = 0.0      # cosine minus this times the chunk's hubness (rag.hubs; 0.5 is CSLS; 0: off)
     section_keywords: bool = True   # BM25 reads each chunk's heading path with its text
     bm25_k1: float = K1
     bm25_b: float = B
@@ -77,9 +88,9 @@ class SearchSettings:
 class RagIndex:
     def __init__(self, store: ChromaStore, embedder: Embedder, rerankers: Rerankers,
                  chunk_tokens: int = 128, chunk_overlap: int = 32, search: SearchSettings | None = None,
-                 heading_weight: float = HEADING_WEIGHT):
+                 heading_weight: float = HEADING_WEIGHT, context_prefix: bool = False):
         self.store, self.embedder, self.rerankers = store, embedder, rerankers
-        self.heading_weight = heading_weight
+        self.heading_weight, self.context_prefix = heading_weight, context_prefix
         self.chunk_tokens = min(chunk_tokens, embedder.max_tokens)
         self.chunk_overlap = min(chunk_overlap, self.chunk_tokens // 2)
         self.settings = search or SearchSettings()
@@ -114,8 +125,11 @@ class RagIndex:
                 plans.append((doc, chunks))
                 rows.append(None)
             every = [c for _, cs in plans for c in cs]
-            headings = sorted({c.section for c in every if c.section}) if self.heading_weight else []
-            vectors = self._embed([c.text for c in every] + headings, progress, budget)
+            texts = ([context_text(doc, c) for doc, cs in plans for c in cs] if self.context_prefix
+                     else [c.text for c in every])
+            mix = self.heading_weight and not self.context_prefix
+            headings = sorted({c.section for c in every if c.section}) if mix else []
+            vectors = self._embed(texts + headings, progress, budget)
             vectors = with_headings(vectors[:len(every)], [c.section for c in every],
                                     dict(zip(headings, vectors[len(every):])), self.heading_weight)
             done, start = iter(range(len(plans))), 0
@@ -215,16 +229,19 @@ class RagIndex:
         query_vector = self.embedder.embed([query])[0] if mode != "bm25" else None
         bm = corpus.bm25.scores(query) if mode != "vector" else None
         cos = corpus.cosine(query_vector) if query_vector is not None else None
+        if cos is not None and s.hub_weight:
+            cos = cos - s.hub_weight * corpus.hubs()
         score = self._fuse(corpus, mode, fusion, cos, bm, k)
         final = score
         if rerank == PRF and query_vector is not None:
             top = np.argsort(-score, kind="stable")[:s.prf_top]
             moved = query_vector + s.prf_weight * corpus.vectors[top].mean(axis=0)
             final = self._fuse(corpus, mode, fusion, corpus.cosine(moved / np.linalg.norm(moved)), bm, k)
-        phrase, ranked = None, final
+        paged = with_page_evidence(final, corpus.pages, s.page_share)
+        phrase, ranked = None, paged
         if mode == "hybrid" and fusion == "convex" and s.phrase_weight:
-            phrase = candidate_phrases(corpus, query, np.argsort(-final, kind="stable")[:s.rerank_top])
-            ranked = final + s.phrase_weight * phrase    # >= 0: no chunk outside the top overtakes one inside
+            phrase = candidate_phrases(corpus, query, np.argsort(-paged, kind="stable")[:s.rerank_top])
+            ranked = paged + s.phrase_weight * phrase    # >= 0: no chunk outside the top overtakes one inside
         order = _per_page(np.argsort(-ranked, kind="stable"), corpus.metas, s.per_page,
                           max(k, s.rerank_top if reranker else k))
         if mode == "bm25":
@@ -232,7 +249,8 @@ class RagIndex:
         hits = []
         for i in order:
             stage = {"vector": cos, "bm25": bm, "fused": score if mode == "hybrid" else None,
-                     PRF: final if final is not score else None, "phrase": phrase}
+                     PRF: final if final is not score else None, "page": paged if paged is not final else None,
+                     "phrase": phrase}
             scores = {name: float(v[i]) for name, v in stage.items() if v is not None}
             meta = corpus.metas[i]
             hits.append(Hit(corpus.ids[i], meta["doc_id"], corpus.texts[i], meta["source"], meta.get("page"),
@@ -254,6 +272,13 @@ class RagIndex:
         depth = max(k, self.settings.candidates)
         fused = dict(rrf([_top(cos, depth, corpus.ids), _top(bm, depth, corpus.ids, positive=True)]))
         return np.array([fused.get(cid, 0.0) for cid in corpus.ids], np.float32)
+
+
+def context_text(doc: Document, chunk: Chunk) -> str:
+    """The text embedded for a chunk with `context_prefix`: "title > heading path" (the
+    title from the document, else its file name) on a line above the chunk's text."""
+    title = doc.title or PurePath(doc.source).stem
+    return f"{SEPARATOR.join(filter(None, (title, chunk.section)))}\n{chunk.text}"
 
 
 def with_headings(vectors: np.ndarray, sections: list[str], heading_vectors: dict[str, np.ndarray],

@@ -147,6 +147,12 @@ def read_pdf(data: bytes, name: str = "document.pdf", budget: Budget | None = No
     return pages
 
 
+def pdf_title(data: bytes, name: str = "document.pdf") -> str:
+    """The title in the PDF's document information ("" when it has none)."""
+    info = _open(data, name).metadata
+    return " ".join(str(info.title).split()) if info and info.title else ""
+
+
 def glue_rate(texts: list[str]) -> float:
     """Share of letters that sit in "words" of 20 or more letters: text whose spaces were lost."""
     words = re.findall(r"[^\W\d_]+", " ".join(texts))

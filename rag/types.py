@@ -17,6 +17,7 @@ class Document:
     kind: str                 # "pdf" | "text"
     pages: tuple[Page, ...]
     content_hash: str         # sha256 of the raw bytes (or the text): the dedup key
+    title: str = ""           # its own title (a PDF's metadata), "" when unknown
 
 
 @dataclass(frozen=True, slots=True)

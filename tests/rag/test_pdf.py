@@ -5,7 +5,7 @@ import pytest
 from fpdf import FPDF
 
 from rag.errors import InputError
-from rag.pdf import clean_text, read_pdf
+from rag.pdf import clean_text, pdf_title, read_pdf
 
 
 def pdf_bytes(pages: list[str]) -> bytes:
@@ -57,3 +57,13 @@ def test_pages_carry_the_outline_headings():
     assert first.text[first.sections[1][0]:].startswith("From source")
     assert pages[1].sections == ((0, "Install > From source"),)
     assert [path for _, path in pages[2].sections] == ["Usage"] and pages[3].sections == ((0, "Usage"),)
+
+
+def test_the_title_comes_from_the_document_information():
+    pdf = FPDF()
+    pdf.set_title("Auto  Multiple\nChoice")
+    pdf.set_font("Helvetica", size=12)
+    pdf.add_page()
+    pdf.multi_cell(0, 8, "text")
+    assert pdf_title(bytes(pdf.output()), "t.pdf") == "Auto Multiple Choice"
+    assert pdf_title(pdf_bytes(["untitled"]), "u.pdf") == ""
