@@ -4,12 +4,19 @@ from __future__ import annotations
 import os
 
 import pytest
+import torch
 from gguf import GGMLQuantizationType as Q
+from threadpoolctl import threadpool_limits
 
 from dev.synthetic import TINY_QWEN3, Shape, write_random_gguf
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# torch and numpy's BLAS on one thread in the test process, as the servers the tests start get
+# (OMP_NUM_THREADS=1): with the other of 2 cores busy, their spinning threads made the tiny
+# models' CPU engines 10x slower (test_engine.py's batching test: 41 s on two threads, 4 s on one).
+torch.set_num_threads(1)
+threadpool_limits(1, user_api="blas")
 
 ARCHS = ("qwen2", "qwen3", "llama")
 KQUANT_SHAPE = Shape(hidden=256, ffn=512, heads=2, kv_heads=1, head_dim=128)  # K-quant rows: multiples of 256

@@ -28,11 +28,24 @@ def ops():
     return ops
 
 
-def cpu_and_emulated(path, tokenizer_cache):
+ENGINE_SMS = 8
+
+
+def engine_ops(**kw) -> CUDAOps:
+    """The emulated CUDA backend of the engine-level tests, on a device of ENGINE_SMS SMs. A tiny
+    model's linears have a few dozen row pairs: over an H100's 132 SMs each block of a one-token
+    launch takes one team and runs the whole prologue for it (most of these tests' time went to
+    emulating those blocks); over 8 a block takes several teams, as a real model's do over 132.
+    The H100's launch shapes are checked kernel by kernel above and through the decode graphs
+    in test_engine_greedy_matches_cpu_through_decode_graphs."""
+    return CUDAOps(device=emulator.EmuDevice(sm_count=ENGINE_SMS), **kw)
+
+
+def cpu_and_emulated(path, tokenizer_cache, ops=None):
     """The CPU reference engine and an emulated CUDA engine computing in f32, on one model."""
     config = EngineConfig(model=path, backend="cpu", kv_cache_mb=16, tokenizer_cache=tokenizer_cache)
     return LLMEngine.from_gguf(config), LLMEngine.from_gguf(
-        config, ops=CUDAOps(device=emulator.EmuDevice(), kv_dtype="float32", gemm_dtype="float32"))
+        config, ops=ops or engine_ops(kv_dtype="float32", gemm_dtype="float32"))
 
 
 def assert_ok(results):
@@ -101,7 +114,8 @@ def test_sampler_matches_cpu(ops):
 
 def test_engine_greedy_matches_cpu_through_decode_graphs(tiny_gguf, tokenizer_cache):
     path = tiny_gguf("qwen3", Q.Q8_0)
-    cpu, gpu = cpu_and_emulated(path, tokenizer_cache)
+    h100 = CUDAOps(device=emulator.EmuDevice(), kv_dtype="float32", gemm_dtype="float32")   # its launch shapes
+    cpu, gpu = cpu_and_emulated(path, tokenizer_cache, h100)
     ids = cpu.tokenizer.encode("What is 2+2? The quick brown fox")
     params = SamplingParams(max_tokens=12, temperature=0, ignore_eos=True)
     assert gpu.generate([ids], params)[0].token_ids == cpu.generate([ids], params)[0].token_ids
@@ -109,8 +123,7 @@ def test_engine_greedy_matches_cpu_through_decode_graphs(tiny_gguf, tokenizer_ca
 
 
 def test_default_precision_decode_follows_cpu(tiny_gguf, tokenizer_cache):
-    default_precision_decode_scenario(tiny_gguf("qwen3", Q.Q8_0), tokenizer_cache,
-                                      lambda: CUDAOps(device=emulator.EmuDevice()))
+    default_precision_decode_scenario(tiny_gguf("qwen3", Q.Q8_0), tokenizer_cache, engine_ops)
 
 
 def default_precision_decode_scenario(path, tokenizer_cache, make_ops, steps=16):
@@ -140,7 +153,7 @@ def test_prefill_chunks_that_end_no_prompt_match_cpu(tiny_gguf, tokenizer_cache)
     cpu = LLMEngine.from_gguf(EngineConfig(model=path, backend="cpu", kv_cache_mb=16, tokenizer_cache=tokenizer_cache))
     gpu = LLMEngine.from_gguf(EngineConfig(model=path, backend="cpu", kv_cache_mb=16, tokenizer_cache=tokenizer_cache,
                                            max_num_batched_tokens=16),
-                              ops=CUDAOps(device=emulator.EmuDevice(), kv_dtype="float32", gemm_dtype="float32"))
+                              ops=engine_ops(kv_dtype="float32", gemm_dtype="float32"))
     ids = cpu.tokenizer.encode("The quick brown fox jumps over the lazy dog. " * 4)[:40]
     params = SamplingParams(max_tokens=6, temperature=0, ignore_eos=True)
     assert len(ids) == 40
@@ -154,7 +167,7 @@ def test_batch_of_twelve_decodes_through_matmul_in_the_graphs(tiny_gguf, tokeniz
     path = tiny_gguf("qwen3", Q.Q8_0)
     config = EngineConfig(model=path, backend="cpu", kv_cache_mb=16, tokenizer_cache=tokenizer_cache)
     cpu = LLMEngine.from_gguf(config)
-    ops = CUDAOps(device=emulator.EmuDevice(), kv_dtype="float32")
+    ops = engine_ops(kv_dtype="float32")
     gpu = LLMEngine.from_gguf(config, ops=ops)
     base = cpu.tokenizer.encode("Count the apples and the pears in the basket, then add three more")
     prompts = [base[i % 5:] + base[:i % 3] for i in range(12)]
@@ -166,7 +179,7 @@ def test_batch_of_twelve_decodes_through_matmul_in_the_graphs(tiny_gguf, tokeniz
 
 def test_overlapped_steps_match_the_synchronous_engine(tiny_gguf, tokenizer_cache):
     overlap_scenario(tiny_gguf("qwen3", Q.Q8_0), tokenizer_cache,
-                     lambda: CUDAOps(device=emulator.EmuDevice(), kv_dtype="float32", gemm_dtype="float32"))
+                     lambda: engine_ops(kv_dtype="float32", gemm_dtype="float32"))
 
 
 def overlap_scenario(path, tokenizer_cache, make_ops):
@@ -275,7 +288,7 @@ def on_emulator(monkeypatch):
     overlapped steps and graphs meet preemption, prefix caching, stops and aborts in CI."""
     monkeypatch.setattr(engine_tests, "make_engine", lambda path, tok, **kw: LLMEngine.from_gguf(
         EngineConfig(model=path, backend="cpu", tokenizer_cache=tok, **{"kv_cache_mb": 16, **kw}),
-        ops=CUDAOps(device=emulator.EmuDevice(), gemm_dtype="float32")))
+        ops=engine_ops(gemm_dtype="float32")))
 
 
 SLOW_ON_EMULATOR = ("test_concurrent_requests_equal_each_alone", "test_preemption_with_tiny_pool_keeps_outputs")
@@ -297,8 +310,7 @@ def test_a_failing_sequence_fails_alone_while_steps_overlap(tiny_gguf, tokenizer
     def engine(overlap):
         config = EngineConfig(model=path, backend="cpu", kv_cache_mb=16, tokenizer_cache=tokenizer_cache,
                               overlap=overlap)
-        return LLMEngine.from_gguf(config, ops=CUDAOps(device=emulator.EmuDevice(), kv_dtype="float32",
-                                                        gemm_dtype="float32"))
+        return LLMEngine.from_gguf(config, ops=engine_ops(kv_dtype="float32", gemm_dtype="float32"))
 
     sync, fast = engine(False), engine(True)
     assert fast.overlap

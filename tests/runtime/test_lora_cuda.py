@@ -24,6 +24,7 @@ from runtime.config import EngineConfig
 from runtime.engine.llm_engine import LLMEngine
 from runtime.sampling import SamplingParams
 from tests.runtime.lora_fixtures import make_adapter
+from tests.runtime.test_cuda_emulated import engine_ops
 
 PROMPT = "What is 2+2? The quick brown fox jumps over the lazy dog."
 SOME = ["q_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -67,15 +68,13 @@ def compare(path: str, folder: str, tokenizer_cache: str, make_ops, f32: bool, m
 @pytest.mark.parametrize("arch", ["qwen2", "llama"])
 @pytest.mark.parametrize("mode", ["merged", "unmerged"])
 def test_lora_on_the_emulated_cuda_backend_matches_cpu(adapted, tokenizer_cache, arch, mode):
-    from runtime.backends.cuda import CUDAOps
-    compare(*adapted[arch], tokenizer_cache,
-            lambda: CUDAOps(device=emulator.EmuDevice(), kv_dtype="float32", gemm_dtype="float32"), f32=True, mode=mode)
+    compare(*adapted[arch], tokenizer_cache, lambda: engine_ops(kv_dtype="float32", gemm_dtype="float32"),
+            f32=True, mode=mode)
 
 
 @pytest.mark.skipif(not emulator.available(), reason="needs g++ and the CUDA headers")
 def test_lora_at_default_precision_on_the_emulator(adapted, tokenizer_cache):
-    from runtime.backends.cuda import CUDAOps
-    compare(*adapted["llama"], tokenizer_cache, lambda: CUDAOps(device=emulator.EmuDevice()), f32=False)
+    compare(*adapted["llama"], tokenizer_cache, engine_ops, f32=False)
 
 
 @pytest.mark.gpu

@@ -1,12 +1,10 @@
-"""Training tests: tiny random models from dev/synthetic.py (tests/conftest.py's tiny_gguf),
-a small preference set over the words those models' tokenizer knows, and torch on one
-thread (on a shared 2-core machine, spinning OpenMP threads make tiny models far slower)."""
+"""Training tests: tiny random models from dev/synthetic.py (tests/conftest.py's tiny_gguf, and
+its torch on one thread) and a small preference set over the words those models' tokenizer knows."""
 from __future__ import annotations
 
 import json
 
 import pytest
-import torch
 
 PAIRS = [
     {"prompt": "What is 2+2?", "chosen": " The answer is 4.", "rejected": " Hello world."},
@@ -14,14 +12,6 @@ PAIRS = [
     {"prompt": "Store the facts", "chosen": " in the database.", "rejected": " over the lazy dog."},
     {"prompt": "def main():", "chosen": " return 0", "rejected": " The quick brown fox."},
 ]
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture

@@ -90,7 +90,6 @@ def test_steps_over_max_length_are_dropped_and_counted(tok):
 
 @pytest.fixture(scope="module")
 def sft(base, examples):
-    torch.set_num_threads(1)
     return train_sft(load_model(base), examples[3:], FAST, held_out=examples[:3])
 
 

@@ -38,14 +38,38 @@ def available() -> bool:
     return shutil.which("g++") is not None and cuda_include() is not None
 
 
+def _flags() -> list[str]:
+    return ["-std=c++17", "-O1", "-fPIC", "-fno-strict-aliasing", "-w", f"-I{HERE}", f"-I{KERNELS}",
+            f"-I{cuda_include()}", "-include", "cuda_emu.h"]
+
+
+def _digest(flags: list[str], files: list[Path]) -> str:
+    h = hashlib.sha256(" ".join(flags).encode())
+    for f in files:
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _scheduler(cache: Path) -> Path:
+    """fibers.cpp compiled once (cached) and linked into every module: compiling it again for
+    each module was a third of the module's build, and a fresh test run builds about 60."""
+    obj = cache / f"fibers-{_digest(_flags(), sorted(HERE.glob('*.[ch]*')))}.o"
+    if not obj.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / obj.name
+            done = subprocess.run(["g++", *_flags(), "-c", str(HERE / "fibers.cpp"), "-o", str(out)],
+                                  capture_output=True, text=True)
+            if done.returncode:
+                raise RuntimeError(f"emulator build of fibers.cpp failed:\n{done.stderr[-4000:]}")
+            shutil.move(str(out), obj)
+    return obj
+
+
 def build(file: str, defines: dict, cache: Path) -> Path:
     """Compile kernels/<file>.cu for the emulator; returns the shared library (cached)."""
-    flags = ["-std=c++17", "-O1", "-fPIC", "-fno-strict-aliasing", "-w", f"-I{HERE}", f"-I{KERNELS}",
-             f"-I{cuda_include()}", "-include", "cuda_emu.h"] + [f"-D{k}={v}" for k, v in sorted(defines.items())]
-    h = hashlib.sha256(" ".join(flags).encode())
-    for f in sorted(KERNELS.glob("*.cu*")) + sorted(HERE.glob("*.[ch]*")):
-        h.update(f.read_bytes())
-    lib = cache / f"{file}-{h.hexdigest()[:16]}.so"
+    flags = _flags() + [f"-D{k}={v}" for k, v in sorted(defines.items())]
+    lib = cache / f"{file}-{_digest(flags, sorted(KERNELS.glob('*.cu*')) + sorted(HERE.glob('*.[ch]*')))}.so"
     if lib.exists():
         return lib
     cache.mkdir(parents=True, exist_ok=True)
@@ -60,7 +84,7 @@ def build(file: str, defines: dict, cache: Path) -> Path:
             f'void call_{n}(void** a) {{ emu::invoke({n}, a); }}\n'
             f'int reg_{n} = emu::register_kernel("{n}", call_{n});\n' for n in names) + "}\n")
         out = Path(tmp) / lib.name
-        done = subprocess.run(["g++", *flags, "-shared", str(wrapper), str(HERE / "fibers.cpp"), "-o", str(out)],
+        done = subprocess.run(["g++", *flags, "-shared", str(wrapper), str(_scheduler(cache)), "-o", str(out)],
                               capture_output=True, text=True)
         if done.returncode:
             raise RuntimeError(f"emulator build of {file}.cu failed:\n{done.stderr[-4000:]}")
@@ -71,13 +95,15 @@ def build(file: str, defines: dict, cache: Path) -> Path:
 class EmuDevice:
     name = "emulator"
     device_name = "CPU emulator"
-    sm_count = 132                  # as an H100, so launch shapes match the real ones
     max_smem = 227 * 1024
     smem_per_sm = 228 * 1024
     smem_reserved = 1024
     pdl = True                      # as an H100: the launches linear.py picks there (staged ones)
 
-    def __init__(self, cache: str | Path | None = None):
+    def __init__(self, cache: str | Path | None = None, sm_count: int = 132):
+        """sm_count: 132 as an H100, so launch shapes match the real ones; fewer make a small
+        model's launches fewer blocks (each block's threads are emulated one by one)."""
+        self.sm_count = sm_count
         self.xp = np
         self.cache = Path(cache or os.environ.get("SAMEVM_EMU_CACHE", Path(tempfile.gettempdir()) / "samevm-emu"))
         self._modules: dict[tuple, Kernels] = {}
